@@ -1,0 +1,18 @@
+import type { DataSourceOptions } from 'typeorm';
+import { migrations } from '../../migrations/index.js';
+import { IdempotencyRecord } from '../idempotency/index.js';
+import { Order } from '../orders/order.entity.js';
+import { OutboxEvent } from '../orders/outbox-event.entity.js';
+
+/** The demo's PostgreSQL connection: migrations run at startup, never `synchronize`. */
+export function dataSourceOptions(url: string): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url,
+    entities: [Order, OutboxEvent, IdempotencyRecord],
+    migrations,
+    migrationsRun: true,
+    synchronize: false,
+    extra: { max: Number(process.env.DB_POOL_SIZE ?? 20) },
+  };
+}

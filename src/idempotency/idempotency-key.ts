@@ -1,0 +1,46 @@
+/** What the `Idempotency-Key` header of a request holds. */
+export type ParsedIdempotencyKey =
+  | { kind: 'missing' }
+  | { kind: 'malformed'; reason: string }
+  | { kind: 'valid'; key: string };
+
+export const MAX_KEY_LENGTH = 255;
+
+const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+
+/**
+ * Parses the values a request sent for the key header (one entry per header
+ * line). The value is a bare token or an RFC 8941 sf-string (`"..."`), and the
+ * key inside is 1 to 255 visible ASCII characters. A repeated header is
+ * malformed: it is impossible to tell which key the client meant.
+ */
+export function parseIdempotencyKey(values: readonly string[]): ParsedIdempotencyKey {
+  if (values.length === 0) return { kind: 'missing' };
+  if (values.length > 1) return { kind: 'malformed', reason: 'the header is repeated' };
+  const raw = values[0].trim();
+  const key = raw.startsWith('"') ? parseSfString(raw) : raw;
+  if (key === undefined) return { kind: 'malformed', reason: 'the quoted value is not a valid RFC 8941 string' };
+  if (key.length === 0) return { kind: 'malformed', reason: 'the key is empty' };
+  if (key.length > MAX_KEY_LENGTH) return { kind: 'malformed', reason: `the key is longer than ${MAX_KEY_LENGTH} characters` };
+  if (!VISIBLE_ASCII.test(key)) return { kind: 'malformed', reason: 'the key holds characters other than visible ASCII' };
+  return { kind: 'valid', key };
+}
+
+/** RFC 8941 §4.2.5: a quoted string with `\"` and `\\` as its only escapes. */
+function parseSfString(raw: string): string | undefined {
+  let value = '';
+  for (let i = 1; i < raw.length; i++) {
+    const char = raw[i];
+    if (char === '"') return i === raw.length - 1 ? value : undefined;
+    if (char === '\\') {
+      const escaped = raw[++i];
+      if (escaped !== '"' && escaped !== '\\') return undefined;
+      value += escaped;
+    } else if (char < ' ' || char > '~') {
+      return undefined;
+    } else {
+      value += char;
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,100 @@
+import { HttpException, HttpStatus } from '@nestjs/common';
+
+/** Stable RFC 9457 problem `type` URIs of the errors this module produces. */
+export const IdempotencyProblemType = {
+  KeyMissing: 'urn:nest-idempotency:problem:key-missing',
+  KeyMalformed: 'urn:nest-idempotency:problem:key-malformed',
+  KeyReused: 'urn:nest-idempotency:problem:key-reused',
+  RequestInProgress: 'urn:nest-idempotency:problem:request-in-progress',
+  UnstorableResponse: 'urn:nest-idempotency:problem:unstorable-response',
+} as const;
+
+/** An RFC 9457 problem details document. */
+export interface ProblemDetails {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+}
+
+/** Base of every error this module answers with; rendered as `application/problem+json`. */
+export class IdempotencyProblem extends HttpException {
+  constructor(
+    readonly problem: ProblemDetails,
+    /** Extra response headers, such as `Retry-After`. */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(problem, problem.status);
+  }
+}
+
+/** 400: a route that requires a key got none. */
+export class IdempotencyKeyMissingException extends IdempotencyProblem {
+  constructor(headerName: string) {
+    super({
+      type: IdempotencyProblemType.KeyMissing,
+      title: 'Idempotency key missing',
+      status: HttpStatus.BAD_REQUEST,
+      detail: `This operation requires an ${headerName} header.`,
+    });
+  }
+}
+
+/** 400: the key header is repeated, empty, too long or holds invalid characters. */
+export class IdempotencyKeyMalformedException extends IdempotencyProblem {
+  constructor(headerName: string, reason: string) {
+    super({
+      type: IdempotencyProblemType.KeyMalformed,
+      title: 'Idempotency key malformed',
+      status: HttpStatus.BAD_REQUEST,
+      detail: `The ${headerName} header is malformed: ${reason}. Send 1 to 255 visible ASCII characters, bare or as a quoted string.`,
+    });
+  }
+}
+
+/** 422: the key was already used for a request with different content. */
+export class IdempotencyKeyReusedException extends IdempotencyProblem {
+  constructor() {
+    super({
+      type: IdempotencyProblemType.KeyReused,
+      title: 'Idempotency key reused',
+      status: HttpStatus.UNPROCESSABLE_ENTITY,
+      detail: 'This key was already used for a different request. Use a new key for a new operation.',
+    });
+  }
+}
+
+/** 409: a request with the same key is still in flight. */
+export class IdempotencyRequestInProgressException extends IdempotencyProblem {
+  constructor(retryAfterSeconds: number) {
+    super(
+      {
+        type: IdempotencyProblemType.RequestInProgress,
+        title: 'Request in progress',
+        status: HttpStatus.CONFLICT,
+        detail: 'A request with this key is still being processed. Retry after the delay given in Retry-After.',
+      },
+      { 'Retry-After': String(retryAfterSeconds) },
+    );
+  }
+}
+
+/** 500: the handler answered with something that cannot be recorded, such as a stream. Nothing was kept. */
+export class UnstorableResponseException extends IdempotencyProblem {
+  constructor(what: string) {
+    super({
+      type: IdempotencyProblemType.UnstorableResponse,
+      title: 'Response cannot be recorded',
+      status: HttpStatus.INTERNAL_SERVER_ERROR,
+      detail: `An idempotent route answered with ${what}, which cannot be replayed. Its work was rolled back.`,
+    });
+  }
+}
+
+/** Thrown at startup for a configuration that cannot keep the guarantee. */
+export class IdempotencyConfigurationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'IdempotencyConfigurationError';
+  }
+}

@@ -1,0 +1,12 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import type { IdempotencyModuleOptions } from './idempotency.options.js';
+
+export const {
+  ConfigurableModuleClass: ConfigurableIdempotencyModule,
+  MODULE_OPTIONS_TOKEN: IDEMPOTENCY_MODULE_OPTIONS,
+  OPTIONS_TYPE: IDEMPOTENCY_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<IdempotencyModuleOptions>()
+  .setClassMethodName('forRoot')
+  .setExtras({}, (definition) => ({ ...definition, global: true }))
+  .build();

@@ -1,0 +1,31 @@
+import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { IdempotentRoutes } from './idempotent-route.js';
+import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
+import { IdempotencyFilter } from './idempotency.filter.js';
+import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
+import { resolveModuleOptions } from './idempotency.options.js';
+import { IdempotencyStore } from './idempotency.store.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { TransactionHost } from './transaction-host.js';
+
+/**
+ * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
+ * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
+    TransactionHost,
+    IdempotencyStore,
+    IdempotentRoutes,
+    IdempotentRoutesValidator,
+    IdempotencyInterceptor,
+    IdempotencyFilter,
+  ],
+  // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
+  exports: [TransactionHost, IdempotencyStore, IdempotentRoutes, IdempotencyInterceptor, IdempotencyFilter, RESOLVED_IDEMPOTENCY_OPTIONS],
+})
+export class IdempotencyModule extends ConfigurableIdempotencyModule {}

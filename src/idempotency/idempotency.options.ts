@@ -1,0 +1,64 @@
+import type { FingerprintFields } from './request-fingerprint.js';
+
+/** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
+export interface IdempotencyModuleOptions {
+  /** How long, in ms, a recorded outcome replays. Default 24 hours. */
+  retention?: number;
+  /** The request header that carries the key. Default `Idempotency-Key`. */
+  headerName?: string;
+  /**
+   * The tenant a request acts for, e.g. from its authentication. Keys are
+   * scoped by it, so one tenant never replays another's responses. Requests
+   * whose tenant is `undefined` share one anonymous scope, which no tenant's
+   * scope can equal. Default: every request is anonymous.
+   */
+  tenant?: (request: any) => string | undefined | null;
+  /**
+   * Response headers recorded and replayed. Default `Location`,
+   * `Content-Type` and `ETag`. `Set-Cookie` is never replayed.
+   */
+  replayHeaders?: readonly string[];
+  /**
+   * How long, in ms, a duplicate waits for an in-flight request with the same
+   * key before it gets 409 with `Retry-After`. It holds a pool connection
+   * while it waits. Default 1000.
+   */
+  wait?: number;
+}
+
+/** Options of `@Idempotent()` on one route. Unset ones come from the module. */
+export interface IdempotentOptions {
+  /** Names the operation in the key's scope. Default: method and route template, e.g. `POST /orders/:id/payments`. */
+  operation?: string;
+  /** Whether a request without a key gets 400. Default true; when false, such requests run unprotected. */
+  required?: boolean;
+  /** How long, in ms, this route's outcomes replay. */
+  retention?: number;
+  /** Which request fields must match on a retry. Default: path params, query and body. */
+  fingerprint?: FingerprintFields;
+  /** Part of the scope: bump it when the response shape changes, so old shapes never replay. */
+  version?: string;
+  /** How long, in ms, a duplicate waits for the in-flight request. */
+  wait?: number;
+  /**
+   * 4xx statuses of deterministic failures to record and replay, such as 402.
+   * Any other error rolls back and releases the key. Default none.
+   */
+  storeErrors?: readonly number[];
+}
+
+export type ResolvedModuleOptions = Required<IdempotencyModuleOptions>;
+
+/** The one place module defaults live. */
+export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
+  const replayHeaders = (options.replayHeaders ?? ['Location', 'Content-Type', 'ETag'])
+    .map((name) => name.toLowerCase())
+    .filter((name) => name !== 'set-cookie');
+  return {
+    retention: options.retention ?? 24 * 60 * 60 * 1000,
+    headerName: options.headerName ?? 'Idempotency-Key',
+    tenant: options.tenant ?? (() => undefined),
+    replayHeaders,
+    wait: options.wait ?? 1000,
+  };
+}

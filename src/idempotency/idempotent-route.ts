@@ -1,0 +1,86 @@
+import { HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
+import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
+import { Reflector } from '@nestjs/core';
+import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
+import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { fingerprintFieldsOf } from './request-fingerprint.js';
+
+/** Everything the request flow needs about one route, worked out once. */
+export interface IdempotentRoute {
+  operation: string;
+  headerName: string;
+  required: boolean;
+  retention: number;
+  wait: number;
+  retryAfterSeconds: number;
+  /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
+  successStatus: number;
+  storeErrors: ReadonlySet<number>;
+  replayHeaders: readonly string[];
+  scopeOf(request: unknown): string;
+  fingerprintFieldsOf(request: unknown): unknown;
+}
+
+/** Reads `@Idempotent()` metadata once per handler and keeps the result. */
+@Injectable()
+export class IdempotentRoutes {
+  private readonly routes = new Map<Function, IdempotentRoute | null>();
+
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  /** The route's settings, or undefined where the handler is not `@Idempotent()`. */
+  of(controller: Function, handler: Function): IdempotentRoute | undefined {
+    let route = this.routes.get(handler);
+    if (route === undefined) {
+      const options = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+      route = options ? this.build(options, controller, handler) : null;
+      this.routes.set(handler, route);
+    }
+    return route ?? undefined;
+  }
+
+  private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {
+    const where = `@Idempotent() on ${controller.name}.${handler.name}`;
+    const method: RequestMethod = Reflect.getMetadata(METHOD_METADATA, handler) ?? RequestMethod.GET;
+    const storeErrors = new Set(options.storeErrors ?? []);
+    for (const status of storeErrors) {
+      if (!Number.isInteger(status) || status < 400 || status > 499) {
+        throw new IdempotencyConfigurationError(`${where}: storeErrors may list 4xx statuses only, got ${status}. 5xx failures are never recorded, so a retry runs again.`);
+      }
+    }
+    const retention = options.retention ?? this.options.retention;
+    const wait = options.wait ?? this.options.wait;
+    if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
+    if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
+    const tenantOf = this.options.tenant;
+    const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
+    return {
+      operation: options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`,
+      headerName: this.options.headerName,
+      required: options.required ?? true,
+      retention,
+      wait,
+      retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
+      successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
+      storeErrors,
+      replayHeaders: this.options.replayHeaders,
+      // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
+      scopeOf: (request) => {
+        const tenant = tenantOf(request);
+        return (tenant === undefined || tenant === null ? 'anonymous' : `tenant:${encodeURIComponent(tenant)}`) + version;
+      },
+      fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
+    };
+  }
+}
+
+/** `/orders/:id/payments` from the controller's and the method's paths. */
+function routeTemplate(controller: Function, handler: Function): string {
+  const first = (path: string | string[] | undefined) => (Array.isArray(path) ? path[0] : path) ?? '';
+  const joined = `/${first(Reflect.getMetadata(PATH_METADATA, controller))}/${first(Reflect.getMetadata(PATH_METADATA, handler))}`;
+  return joined.replace(/\/+/g, '/').replace(/(.)\/$/, '$1');
+}

@@ -1,0 +1,35 @@
+import type { AbstractHttpAdapter } from '@nestjs/core';
+
+/** What a first execution answered: replayed byte for byte. */
+export interface RecordedOutcome {
+  status: number;
+  /** Allowlisted response headers, names in lower case. */
+  headers: Record<string, string>;
+  /** The exact body text sent, or null for an empty body. */
+  body: string | null;
+}
+
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/**
+ * Carries an outcome whose status differs from the route's success status
+ * (a recorded error) to the idempotency filter, which writes it as is.
+ */
+export class RecordedOutcomeResponse extends Error {
+  constructor(
+    readonly outcome: RecordedOutcome,
+    readonly replayed: boolean,
+  ) {
+    super(`Recorded ${outcome.status} outcome`);
+  }
+}
+
+export function applyOutcomeHeaders(
+  adapter: AbstractHttpAdapter,
+  response: unknown,
+  outcome: RecordedOutcome,
+  replayed: boolean,
+): void {
+  for (const [name, value] of Object.entries(outcome.headers)) adapter.setHeader(response, name, value);
+  if (replayed) adapter.setHeader(response, REPLAYED_HEADER, 'true');
+}

@@ -1,0 +1,66 @@
+import canonicalize from 'canonicalize';
+import { createHash } from 'node:crypto';
+
+/** The parts of a request that can define an operation. */
+export interface FingerprintSource {
+  params: unknown;
+  query: unknown;
+  body: unknown;
+}
+
+/**
+ * Which request fields define the operation, and so must match on a retry:
+ * - a list of dotted paths to pick, e.g. `['body', 'params.id']`;
+ * - `{ exclude: [...] }` to drop paths from the default (params, query, body),
+ *   e.g. `{ exclude: ['body.clientSentAt'] }`;
+ * - a function of the request returning any JSON value.
+ */
+export type FingerprintFields = readonly string[] | { exclude: readonly string[] } | ((request: any) => unknown);
+
+/**
+ * SHA-256 (hex) of the RFC 8785 canonical JSON of the operation and the
+ * chosen fields: key order, whitespace and number spelling do not matter.
+ */
+export function fingerprintRequest(operation: string, fields: unknown): string {
+  const canonical = canonicalize({ operation, fields }) ?? '';
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** Builds the function that extracts the fingerprinted fields of a request. */
+export function fingerprintFieldsOf(spec: FingerprintFields | undefined): (request: any) => unknown {
+  if (typeof spec === 'function') return spec;
+  const defaults = (request: FingerprintSource) => ({ params: request.params, query: request.query, body: request.body });
+  if (spec === undefined) return defaults;
+  if (isExclusion(spec)) {
+    const paths = spec.exclude.map(splitPath);
+    return (request: FingerprintSource) => paths.reduce(withoutPath, defaults(request) as unknown);
+  }
+  const paths = spec.map(splitPath);
+  return (request: FingerprintSource) => Object.fromEntries(paths.map((path) => [path.join('.'), valueAt(request, path)]));
+}
+
+function isExclusion(spec: readonly string[] | { exclude: readonly string[] }): spec is { exclude: readonly string[] } {
+  return !Array.isArray(spec);
+}
+
+function splitPath(path: string): string[] {
+  return path.split('.');
+}
+
+function valueAt(source: unknown, path: readonly string[]): unknown {
+  return path.reduce<unknown>((node, segment) => (isRecord(node) ? node[segment] : undefined), source);
+}
+
+/** A copy of `source` without the value at `path`; the request is left untouched. */
+function withoutPath(source: unknown, path: readonly string[]): unknown {
+  if (!isRecord(source) || path.length === 0 || !(path[0] in source)) return source;
+  const [head, ...rest] = path;
+  const copy = { ...source };
+  if (rest.length === 0) delete copy[head];
+  else copy[head] = withoutPath(copy[head], rest);
+  return copy;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
