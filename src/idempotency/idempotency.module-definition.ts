@@ -8,5 +8,6 @@ export const {
   ASYNC_OPTIONS_TYPE: IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
 } = new ConfigurableModuleBuilder<IdempotencyModuleOptions>()
   .setClassMethodName('forRoot')
+  .setFactoryMethodName('createIdempotencyOptions')
   .setExtras({}, (definition) => ({ ...definition, global: true }))
   .build();

@@ -1,0 +1,282 @@
+import { Controller, HttpException, Injectable, Module, Post, Res } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import request from 'supertest';
+import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+
+type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
+import { startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('IdempotencyModule request flow', () => {
+  let db: TestDatabase;
+  let running: RunningApp;
+  let ledger: Ledger;
+  let keySeq = 0;
+  const newKey = () => `flow-${++keySeq}-${Date.now()}`;
+
+  const post = (path: string, key: string | undefined, body: object, tenant: string | null = 'acme') => {
+    const req = request(running.url).post(path);
+    if (key !== undefined) req.set('Idempotency-Key', key);
+    if (tenant !== null) req.set('X-Tenant', tenant);
+    return req.send(body);
+  };
+  /** Sends now: supertest only sends once a request is awaited. */
+  const inFlight = (test: request.Test) => Promise.resolve(test);
+  const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
+  const recordOf = async (key: string) => db.query<{ scope: string; operation: string; status: string }>(`SELECT scope, operation, status FROM idempotency_records WHERE key = $1 ORDER BY scope`, [key]);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    running = await startApp({ imports: ledgerAppModules(db.url) });
+    ledger = running.app.get(Ledger);
+  });
+  afterEach(() => {
+    ledger.script.length = 0;
+  });
+  afterAll(async () => {
+    await running?.close();
+    await db?.drop();
+  });
+
+  describe('failures', () => {
+    it('records a storeErrors status, undoes the handler’s writes and replays the error', async () => {
+      const key = newKey();
+      ledger.script.push({ fail: new HttpException({ code: 'card_declined', message: 'Card declined' }, 402) });
+      const calls = ledger.calls;
+      const first = await post('/entries', key, { label: 'declined' });
+      expect(first.status).toBe(402);
+      expect(first.body).toEqual({ code: 'card_declined', message: 'Card declined' });
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      expect(await entriesLabelled('declined')).toBe(0);
+
+      const replay = await post('/entries', key, { label: 'declined' });
+      expect(replay.status).toBe(402);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(ledger.calls).toBe(calls + 1);
+      expect(await recordOf(key)).toEqual([expect.objectContaining({ status: 'completed' })]);
+    });
+
+    it('releases the key after a thrown 500, so the retry runs', async () => {
+      const key = newKey();
+      ledger.script.push({ fail: new Error('database hiccup') });
+      expect((await post('/entries', key, { label: 'boom' })).status).toBe(500);
+      expect(await recordOf(key)).toEqual([]);
+      expect(await entriesLabelled('boom')).toBe(0);
+      const retry = await post('/entries', key, { label: 'boom' });
+      expect(retry.status).toBe(201);
+      expect(retry.headers['idempotent-replayed']).toBeUndefined();
+      expect(await entriesLabelled('boom')).toBe(1);
+    });
+
+    it('releases the key after a 4xx that is not in storeErrors', async () => {
+      const key = newKey();
+      ledger.script.push({ fail: new HttpException('try later', 429) });
+      expect((await post('/entries', key, { label: 'throttled' })).status).toBe(429);
+      expect((await post('/entries', key, { label: 'throttled' })).status).toBe(201);
+      expect(await entriesLabelled('throttled')).toBe(1);
+    });
+
+    it('refuses a response it cannot record, and keeps nothing', async () => {
+      const key = newKey();
+      const response = await post('/entries/file', key, { label: 'streamed' });
+      expect(response.status).toBe(500);
+      expect(response.body).toMatchObject({ type: 'urn:nest-idempotency:problem:unstorable-response' });
+      expect(await recordOf(key)).toEqual([]);
+      expect(await entriesLabelled('streamed')).toBe(0);
+    });
+  });
+
+  describe('concurrent duplicates', () => {
+    it('wait for the owner and replay its outcome', async () => {
+      const key = newKey();
+      ledger.script.push({ delayMs: 300 });
+      const owner = inFlight(post('/entries', key, { label: 'awaited' }));
+      await sleep(50);
+      const duplicate = await post('/entries', key, { label: 'awaited' });
+      const first = await owner;
+      expect(first.status).toBe(201);
+      expect(duplicate.status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBe('true');
+      expect(duplicate.text).toBe(first.text);
+      expect(await entriesLabelled('awaited')).toBe(1);
+    });
+
+    it('get 409 with Retry-After once the route’s wait runs out', async () => {
+      const key = newKey();
+      ledger.script.push({ delayMs: 800 });
+      const owner = inFlight(post('/entries/a1/transfers', key, { label: 'slow' }));
+      await sleep(100);
+      const duplicate = await post('/entries/a1/transfers', key, { label: 'slow' });
+      expect(duplicate.status).toBe(409);
+      expect(duplicate.headers['retry-after']).toBe('1');
+      expect(duplicate.body).toMatchObject({ type: 'urn:nest-idempotency:problem:request-in-progress', status: 409 });
+      expect((await owner).status).toBe(200);
+      const retry = await post('/entries/a1/transfers', key, { label: 'slow' });
+      expect(retry.status).toBe(200);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(await entriesLabelled('a1:slow')).toBe(1);
+    });
+
+    it('run as a genuine retry when the owner rolls back', async () => {
+      const key = newKey();
+      ledger.script.push({ delayMs: 300, fail: new Error('owner failed') });
+      const owner = inFlight(post('/entries', key, { label: 'second-chance' }));
+      await sleep(50);
+      const duplicate = await post('/entries', key, { label: 'second-chance' });
+      expect((await owner).status).toBe(500);
+      expect(duplicate.status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
+      expect(await entriesLabelled('second-chance')).toBe(1);
+    });
+  });
+
+  describe('scope and operation', () => {
+    it('names the operation by method and route template, and fingerprints path params', async () => {
+      const key = newKey();
+      expect((await post('/entries/a1/transfers', key, { label: 'x' })).status).toBe(200);
+      expect(await recordOf(key)).toEqual([{ scope: 'tenant:acme', operation: 'POST /entries/:account/transfers', status: 'completed' }]);
+      expect((await post('/entries/a2/transfers', key, { label: 'x' })).status).toBe(422);
+    });
+
+    it('runs the same key on another operation independently', async () => {
+      const key = newKey();
+      const created = await post('/entries', key, { label: 'op-a' });
+      const transferred = await post('/entries/a1/transfers', key, { label: 'op-b' });
+      expect(created.status).toBe(201);
+      expect(transferred.status).toBe(200);
+      expect(transferred.headers['idempotent-replayed']).toBeUndefined();
+      expect((await recordOf(key)).map((record) => record.operation).sort()).toEqual(['POST /entries', 'POST /entries/:account/transfers']);
+    });
+
+    it('keeps requests without a tenant apart from every tenant, even one named "anonymous"', async () => {
+      const key = newKey();
+      for (const tenant of [null, 'anonymous', 'acme']) {
+        const response = await post('/entries', key, { label: 'scoped' }, tenant);
+        expect(response.status).toBe(201);
+        expect(response.headers['idempotent-replayed']).toBeUndefined();
+      }
+      expect((await recordOf(key)).map((record) => record.scope)).toEqual(['anonymous', 'tenant:acme', 'tenant:anonymous']);
+    });
+
+    it('never replays an old version’s outcome', async () => {
+      const key = newKey();
+      expect((await post('/entries/v1', key, { label: 'versioned' })).headers['idempotent-replayed']).toBeUndefined();
+      expect((await post('/entries/v2', key, { label: 'versioned' })).headers['idempotent-replayed']).toBeUndefined();
+      expect((await recordOf(key)).map((record) => record.scope)).toEqual(['tenant:acme version:1', 'tenant:acme version:2']);
+    });
+
+    it('fingerprints only the listed fields', async () => {
+      const key = newKey();
+      const first = await post('/entries/labelled', key, { label: 'picked', sentAt: '10:00' });
+      const retry = await post('/entries/labelled', key, { label: 'picked', sentAt: '10:05' });
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.text).toBe(first.text);
+      expect((await post('/entries/labelled', key, { label: 'other' })).status).toBe(422);
+    });
+
+    it('runs a route with an optional key unprotected when the key is absent', async () => {
+      const calls = ledger.calls;
+      await post('/entries/optional', undefined, { label: 'optional' });
+      await post('/entries/optional', undefined, { label: 'optional' });
+      expect(ledger.calls).toBe(calls + 2);
+      expect(await entriesLabelled('optional')).toBe(2);
+      const key = newKey();
+      await post('/entries/optional', key, { label: 'optional-keyed' });
+      expect((await post('/entries/optional', key, { label: 'optional-keyed' })).headers['idempotent-replayed']).toBe('true');
+    });
+  });
+
+  describe('replayed shapes', () => {
+    it('replays a text body with its content type', async () => {
+      const key = newKey();
+      const first = await post('/entries/text', key, { label: 'text' });
+      const replay = await post('/entries/text', key, { label: 'text' });
+      expect(first.text).toMatch(/^entry \d+$/);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    });
+
+    it('replays an empty 204', async () => {
+      const key = newKey();
+      const first = await post('/entries/empty', key, { label: 'empty' });
+      const replay = await post('/entries/empty', key, { label: 'empty' });
+      expect([first.status, replay.status]).toEqual([204, 204]);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(await entriesLabelled('empty')).toBe(1);
+    });
+  });
+});
+
+describe('IdempotencyModule configuration', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+  });
+  afterAll(async () => db?.drop());
+
+  @Injectable()
+  class OptionsFactory {
+    createIdempotencyOptions(): IdempotencyModuleOptions {
+      return { headerName: 'X-Request-Key', tenant: tenantFromHeader };
+    }
+  }
+  @Module({ providers: [OptionsFactory], exports: [OptionsFactory] })
+  class OptionsModule {}
+
+  it.each<[string, AsyncOptions]>([
+    ['useFactory', { useFactory: () => ({ headerName: 'X-Request-Key', tenant: tenantFromHeader }) }],
+    ['useClass', { useClass: OptionsFactory }],
+    ['useExisting', { imports: [OptionsModule], useExisting: OptionsFactory }],
+  ])('takes async options through %s', async (_case, asyncOptions) => {
+    const [typeorm, , entries] = ledgerAppModules(db.url);
+    const running = await startApp({ imports: [typeorm, IdempotencyModule.forRootAsync(asyncOptions), entries] });
+    try {
+      const key = `async-${_case}`;
+      const first = await request(running.url).post('/entries').set('X-Request-Key', key).send({ label: key });
+      const replay = await request(running.url).post('/entries').set('X-Request-Key', key).send({ label: key });
+      expect(first.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect((await request(running.url).post('/entries').set('Idempotency-Key', key).send({ label: key })).status).toBe(400);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('refuses at startup a handler that writes the response itself', async () => {
+    @Controller('raw')
+    class RawController {
+      @Post()
+      @Idempotent()
+      create(@Res() response: { send(body: string): void }) {
+        response.send('done');
+      }
+    }
+    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers: [RawController] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await expect(app.init()).rejects.toThrow(IdempotencyConfigurationError);
+    await app.close();
+  });
+
+  it('refuses at startup to record 5xx outcomes', async () => {
+    @Controller('flaky')
+    class FlakyController {
+      @Post()
+      @Idempotent({ storeErrors: [503] })
+      create() {
+        return {};
+      }
+    }
+    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers: [FlakyController] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await expect(app.init()).rejects.toThrow(/storeErrors may list 4xx statuses only/);
+    await app.close();
+  });
+});

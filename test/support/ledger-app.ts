@@ -1,0 +1,126 @@
+import {
+  Body,
+  Controller,
+  Get,
+  HttpCode,
+  HttpException,
+  Injectable,
+  Module,
+  Param,
+  Post,
+  StreamableFile,
+} from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { Readable } from 'node:stream';
+import { migrations } from '../../migrations/index.js';
+import { Idempotent, IdempotencyModule, IdempotencyRecord, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+
+/**
+ * A small app to drive the module through: every handler writes an entry
+ * through TransactionHost, so a test can count how often it really ran.
+ */
+@Injectable()
+export class Ledger {
+  /** Scripted behaviour of the next calls: a delay, and a failure to throw after writing. */
+  readonly script: Array<{ delayMs?: number; fail?: HttpException | Error }> = [];
+  calls = 0;
+
+  constructor(private readonly tx: TransactionHost) {}
+
+  async write(label: string): Promise<{ entry: number; label: string }> {
+    this.calls++;
+    const step = this.script.shift() ?? {};
+    const [{ id }] = await this.tx.manager.query(`INSERT INTO ledger_entries (label) VALUES ($1) RETURNING id`, [label]);
+    if (step.delayMs) await new Promise((resolve) => setTimeout(resolve, step.delayMs));
+    if (step.fail) throw step.fail;
+    return { entry: Number(id), label };
+  }
+}
+
+interface EntryBody {
+  label: string;
+}
+
+@Controller('entries')
+export class EntriesController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Idempotent({ storeErrors: [402] })
+  create(@Body() body: EntryBody) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post(':account/transfers')
+  @HttpCode(200)
+  @Idempotent({ wait: 200 })
+  transfer(@Param('account') account: string, @Body() body: EntryBody) {
+    return this.ledger.write(`${account}:${body.label}`);
+  }
+
+  @Post('optional')
+  @Idempotent({ required: false })
+  optional(@Body() body: EntryBody) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('labelled')
+  @Idempotent({ fingerprint: ['body.label'] })
+  labelled(@Body() body: EntryBody) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('v1')
+  @Idempotent({ operation: 'create-entry', version: '1' })
+  createV1(@Body() body: EntryBody) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('v2')
+  @Idempotent({ operation: 'create-entry', version: '2' })
+  createV2(@Body() body: EntryBody) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('text')
+  @Idempotent()
+  async text(@Body() body: EntryBody) {
+    const { entry } = await this.ledger.write(body.label);
+    return `entry ${entry}`;
+  }
+
+  @Post('empty')
+  @HttpCode(204)
+  @Idempotent()
+  async empty(@Body() body: EntryBody) {
+    await this.ledger.write(body.label);
+  }
+
+  @Post('file')
+  @Idempotent()
+  async file(@Body() body: EntryBody) {
+    await this.ledger.write(body.label);
+    return new StreamableFile(Readable.from(['not', 'recordable']));
+  }
+
+  @Get()
+  async count() {
+    return { calls: this.ledger.calls };
+  }
+}
+
+@Module({ controllers: [EntriesController], providers: [Ledger] })
+export class EntriesModule {}
+
+/** Tenant from `X-Tenant`, so tests can act for several tenants or none. */
+export const tenantFromHeader = (request: { headers: Record<string, string | undefined> }) => request.headers['x-tenant'];
+
+export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}) {
+  return [
+    TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations, migrationsRun: true }),
+    IdempotencyModule.forRoot({ tenant: tenantFromHeader, ...options }),
+    EntriesModule,
+  ];
+}
+
+export const LEDGER_SCHEMA = `CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL)`;
