@@ -5,13 +5,20 @@ import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { HealthController } from './health/health.controller.js';
-import { IdempotencyModule } from './idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions } from './idempotency/index.js';
 import { OrdersModule } from './orders/orders.module.js';
+import { PaymentsModule } from './payments/payments.module.js';
 
 export interface AppOptions {
   databaseUrl: string;
   /** `key:tenant,key:tenant`; default `API_KEYS` from the environment, else the documented demo keys. */
   apiKeys?: string;
+  /** Base URL of the payment provider (the fake one, in the demo). */
+  paymentProviderUrl: string;
+  /** How long a charge may take before its outcome counts as unclear. Default 5 s. */
+  paymentTimeoutMs?: number;
+  /** Overrides of the idempotency module's options, e.g. a short lease in tests. */
+  idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
 }
 
 /** The demo orders app. */
@@ -22,8 +29,9 @@ export class AppModule {
       module: AppModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        IdempotencyModule.forRoot({ tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyModule.forRoot({ ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
         OrdersModule,
+        PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
       ],
       controllers: [HealthController],
       providers: [

@@ -3,30 +3,53 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from './app.module.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
+import { startFakePaymentProvider, type FakePaymentProvider } from './payment-provider/fake-payment-provider.js';
 
 const logger = new Logger('Demo');
+const env = process.env;
+const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefined);
 
 /**
  * Serves the demo on PORT (default 3000), against DATABASE_URL or, without
- * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR.
+ * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR; charges
+ * through PAYMENT_PROVIDER_URL or, without it, a fake provider on loopback.
  */
 async function bootstrap(): Promise<void> {
   let embedded: EmbeddedDatabase | undefined;
-  let databaseUrl = process.env.DATABASE_URL;
+  let provider: FakePaymentProvider | undefined;
+  let databaseUrl = env.DATABASE_URL;
   if (!databaseUrl) {
-    const dataDir = process.env.EMBEDDED_PG_DIR ?? sharedTempDir('demo-postgres');
+    const dataDir = env.EMBEDDED_PG_DIR ?? sharedTempDir('demo-postgres');
     logger.log(`Starting embedded PostgreSQL in ${dataDir}`);
-    embedded = await startEmbeddedPostgres({ dataDir, persistent: true, port: Number(process.env.EMBEDDED_PG_PORT ?? 0) });
+    embedded = await startEmbeddedPostgres({ dataDir, persistent: true, port: optionalNumber('EMBEDDED_PG_PORT') });
     databaseUrl = embedded.url;
   }
-  const app = await NestFactory.create(AppModule.forRoot({ databaseUrl }));
-  const port = Number(process.env.PORT ?? 3000);
-  await app.listen(port, process.env.HOST ?? '127.0.0.1');
+  let paymentProviderUrl = env.PAYMENT_PROVIDER_URL;
+  if (!paymentProviderUrl) {
+    provider = await startFakePaymentProvider({ port: optionalNumber('FAKE_PROVIDER_PORT') });
+    paymentProviderUrl = provider.url;
+    logger.log(`Fake payment provider on ${provider.url}`);
+  }
+  const reaperInterval = optionalNumber('REAPER_INTERVAL_MS');
+  const app = await NestFactory.create(
+    AppModule.forRoot({
+      databaseUrl,
+      paymentProviderUrl,
+      paymentTimeoutMs: optionalNumber('PAYMENT_PROVIDER_TIMEOUT_MS'),
+      idempotency: {
+        lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
+        reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
+      },
+    }),
+  );
+  const port = Number(env.PORT ?? 3000);
+  await app.listen(port, env.HOST ?? '127.0.0.1');
   logger.log(`Orders demo listening on http://127.0.0.1:${port}`);
 
   const shutdown = async (signal: string) => {
     logger.log(`${signal}: closing the app${embedded ? ' and the embedded database' : ''}`);
     await app.close();
+    await provider?.close();
     await embedded?.stop();
     process.exit(0);
   };

@@ -5,6 +5,8 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 
 const ACME = 'Bearer demo-key-acme';
 const GLOBEX = 'Bearer demo-key-globex';
+/** These tests take no payments. */
+const UNUSED_PROVIDER = 'http://127.0.0.1:9';
 
 describe('demo orders app', () => {
   let db: TestDatabase;
@@ -22,7 +24,7 @@ describe('demo orders app', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url })] });
+    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: UNUSED_PROVIDER })] });
   });
   afterAll(async () => {
     await running?.close();
@@ -204,7 +206,7 @@ describe('demo orders app', () => {
 
     it('pages through the tenant’s orders, newest first', async () => {
       const auth = 'Bearer page-key';
-      const paged = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, apiKeys: 'page-key:pager' })] });
+      const paged = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, apiKeys: 'page-key:pager', paymentProviderUrl: UNUSED_PROVIDER })] });
       try {
         const ids: string[] = [];
         for (let i = 0; i < 5; i++) {

@@ -3,13 +3,14 @@ import { migrations } from '../../migrations/index.js';
 import { IdempotencyRecord } from '../idempotency/index.js';
 import { Order } from '../orders/order.entity.js';
 import { OutboxEvent } from '../orders/outbox-event.entity.js';
+import { Payment } from '../payments/payment.entity.js';
 
 /** The demo's PostgreSQL connection: migrations run at startup, never `synchronize`. */
 export function dataSourceOptions(url: string): DataSourceOptions {
   return {
     type: 'postgres',
     url,
-    entities: [Order, OutboxEvent, IdempotencyRecord],
+    entities: [Order, OutboxEvent, Payment, IdempotencyRecord],
     migrations,
     migrationsRun: true,
     synchronize: false,

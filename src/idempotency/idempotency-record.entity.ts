@@ -1,7 +1,11 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
-/** `in_progress` is only ever seen inside the owner's transaction or while it waits to commit. */
-export type IdempotencyRecordStatus = 'in_progress' | 'completed';
+/**
+ * `in_progress`: claimed. Outside a phased operation it never commits, so
+ * only the owner's transaction sees it. `failed`: a phased operation that
+ * could not be completed; its failure is the outcome every retry sees.
+ */
+export type IdempotencyRecordStatus = 'in_progress' | 'completed' | 'failed';
 
 /**
  * One idempotency key of one tenant scope and operation, and the outcome it
@@ -47,4 +51,30 @@ export class IdempotencyRecord {
   @Index('idempotency_records_expires_at_idx')
   @Column('timestamptz', { name: 'expires_at' })
   expiresAt: Date;
+
+  /** The current owner of a phased operation's lease; a stale owner's writes match no row. */
+  @Column('uuid', { name: 'owner_token', nullable: true })
+  ownerToken: string | null;
+
+  @Column('timestamptz', { name: 'lease_expires_at', nullable: true })
+  leaseExpiresAt: Date | null;
+
+  /** The last finished phase. */
+  @Column('text', { name: 'recovery_point', nullable: true })
+  recoveryPoint: string | null;
+
+  /** Each finished phase's result, by phase name. */
+  @Column('jsonb', { name: 'phase_results', default: {} })
+  phaseResults: Record<string, unknown>;
+
+  /** The phased operation and its input, so the reaper can finish it without a client. */
+  @Column('jsonb', { nullable: true })
+  resume: unknown;
+
+  /** How many owners have held the claim. */
+  @Column('integer', { default: 1 })
+  attempts: number;
+
+  @Column('text', { name: 'failure_reason', nullable: true })
+  failureReason: string | null;
 }

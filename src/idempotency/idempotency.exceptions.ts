@@ -7,6 +7,7 @@ export const IdempotencyProblemType = {
   KeyReused: 'urn:nest-idempotency:problem:key-reused',
   RequestInProgress: 'urn:nest-idempotency:problem:request-in-progress',
   UnstorableResponse: 'urn:nest-idempotency:problem:unstorable-response',
+  OperationFailed: 'urn:nest-idempotency:problem:operation-failed',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -89,6 +90,20 @@ export class UnstorableResponseException extends IdempotencyProblem {
       detail: `An idempotent route answered with ${what}, which cannot be replayed. Its work was rolled back.`,
     });
   }
+}
+
+/**
+ * The recorded outcome of a phased operation that could not be completed
+ * (out of attempts, or its operation is gone): every retry gets it.
+ */
+export function operationFailedOutcome(reason: string): { status: number; headers: Record<string, string>; body: string } {
+  const problem: ProblemDetails = {
+    type: IdempotencyProblemType.OperationFailed,
+    title: 'Operation failed',
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    detail: `This operation could not be completed and will not be attempted again: ${reason}. Use a new key to try anew.`,
+  };
+  return { status: problem.status, headers: { 'content-type': 'application/problem+json' }, body: JSON.stringify(problem) };
 }
 
 /** Thrown at startup for a configuration that cannot keep the guarantee. */

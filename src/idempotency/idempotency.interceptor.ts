@@ -11,6 +11,7 @@ import {
 } from './idempotency.exceptions.js';
 import { IdempotencyStore, type RecordId, type StoredRecord } from './idempotency.store.js';
 import { parseIdempotencyKey } from './idempotency-key.js';
+import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
 import { fingerprintRequest } from './request-fingerprint.js';
@@ -31,6 +32,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly transactions: TransactionHost,
     private readonly dataSource: DataSource,
     private readonly adapterHost: HttpAdapterHost,
+    private readonly phased: PhasedFlow,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -49,7 +51,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const fingerprint = fingerprintRequest(route.operation, route.fingerprintFieldsOf(request));
     const live = await this.store.findLive(id);
     if (live?.outcome) return this.send(replayable(live, fingerprint), route, response, true);
-    return defer(() => this.executeOnce(id, fingerprint, route, next, response)).pipe(
+    const execution = route.lease
+      ? () => this.phased.execute(id, fingerprint, route, next, request, response)
+      : () => this.executeOnce(id, fingerprint, route, next, response);
+    return defer(execution).pipe(
       mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)),
     );
   }

@@ -6,7 +6,13 @@ import { IdempotencyFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions } from './idempotency.options.js';
+import { IdempotencyReaper } from './idempotency.reaper.js';
 import { IdempotencyStore } from './idempotency.store.js';
+import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { LeaseStore } from './phases/lease.store.js';
+import { PhasedFlow } from './phases/phased-flow.js';
+import { PhasedOperations } from './phases/phased-operation.js';
+import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { TransactionHost } from './transaction-host.js';
 
@@ -24,8 +30,23 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentRoutesValidator,
     IdempotencyInterceptor,
     IdempotencyFilter,
+    LeaseStore,
+    PhasedOperations,
+    PhasedOperationRunner,
+    PhasedFlow,
+    AbandonedClaimsCompleter,
+    IdempotencyReaper,
   ],
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
-  exports: [TransactionHost, IdempotencyStore, IdempotentRoutes, IdempotencyInterceptor, IdempotencyFilter, RESOLVED_IDEMPOTENCY_OPTIONS],
+  exports: [
+    TransactionHost,
+    IdempotencyReaper,
+    IdempotencyStore,
+    IdempotentRoutes,
+    IdempotencyInterceptor,
+    IdempotencyFilter,
+    PhasedFlow,
+    RESOLVED_IDEMPOTENCY_OPTIONS,
+  ],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

@@ -24,6 +24,26 @@ export interface IdempotencyModuleOptions {
    * while it waits. Default 1000.
    */
   wait?: number;
+  /**
+   * How long, in ms, the owner of a phased operation holds its claim without
+   * renewing it (it renews while alive). Once it lapses, a retry or the
+   * reaper takes the claim over and resumes. Default 30 s.
+   */
+  lease?: number;
+  /** Attempts at a phased operation before it is marked failed. Default 5. */
+  maxAttempts?: number;
+  /** The scheduled reaper; `false` turns it off. */
+  reaper?: ReaperOptions | false;
+}
+
+/** How the reaper deletes expired records and finishes abandoned claims. */
+export interface ReaperOptions {
+  /** Between passes, in ms. Default 60 s. */
+  intervalMs?: number;
+  /** Rows per DELETE statement. Default 1000. */
+  batchSize?: number;
+  /** Time after which a pass stops starting new batches, in ms. Default 2000. */
+  timeBudgetMs?: number;
 }
 
 /** Options of `@Idempotent()` on one route. Unset ones come from the module. */
@@ -45,20 +65,39 @@ export interface IdempotentOptions {
    * Any other error rolls back and releases the key. Default none.
    */
   storeErrors?: readonly number[];
+  /**
+   * Run as a phased operation, for handlers with external side effects: the
+   * claim commits first, under a lease, and the handler runs an operation in
+   * phases through `@Phases()`. Default false.
+   */
+  phases?: boolean;
+  /** The lease of this route's phased operations, in ms. */
+  lease?: number;
 }
 
-export type ResolvedModuleOptions = Required<IdempotencyModuleOptions>;
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper'>> {
+  reaper: Required<ReaperOptions> & { enabled: boolean };
+}
 
 /** The one place module defaults live. */
 export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
   const replayHeaders = (options.replayHeaders ?? ['Location', 'Content-Type', 'ETag'])
     .map((name) => name.toLowerCase())
     .filter((name) => name !== 'set-cookie');
+  const reaper = options.reaper || {};
   return {
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),
     replayHeaders,
     wait: options.wait ?? 1000,
+    lease: options.lease ?? 30_000,
+    maxAttempts: options.maxAttempts ?? 5,
+    reaper: {
+      enabled: options.reaper !== false,
+      intervalMs: reaper.intervalMs ?? 60_000,
+      batchSize: reaper.batchSize ?? 1000,
+      timeBudgetMs: reaper.timeBudgetMs ?? 2000,
+    },
   };
 }

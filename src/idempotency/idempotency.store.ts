@@ -24,7 +24,7 @@ export interface Claim {
   tookOver: boolean;
 }
 
-const COLUMNS = 'fingerprint, status, response_status, response_headers, response_body';
+export const RECORD_COLUMNS = 'fingerprint, status, response_status, response_headers, response_body';
 
 /**
  * The SQL of `idempotency_records`. The claim waits on a concurrent owner's
@@ -37,7 +37,7 @@ export class IdempotencyStore {
   /** Reads an unexpired record from the pool, outside any transaction. */
   async findLive(id: RecordId): Promise<StoredRecord | undefined> {
     const rows = await this.dataSource.query(
-      `SELECT ${COLUMNS} FROM idempotency_records
+      `SELECT ${RECORD_COLUMNS} FROM idempotency_records
         WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
       [id.scope, id.operation, id.key],
     );
@@ -45,7 +45,8 @@ export class IdempotencyStore {
   }
 
   /**
-   * Inserts an in-progress record, or takes over an expired one. A concurrent
+   * Inserts an in-progress record, or takes over an expired, finished one
+   * (an expired phased claim is the completer's to resolve). A concurrent
    * owner's uncommitted row makes this wait up to `waitMs`, then fail with
    * SQLSTATE 55P03. The existing row stays locked until the transaction ends.
    */
@@ -58,7 +59,7 @@ export class IdempotencyStore {
          SET fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL,
              response_headers = NULL, response_body = NULL, created_at = EXCLUDED.created_at,
              completed_at = NULL, expires_at = EXCLUDED.expires_at
-         WHERE r.expires_at <= now()
+         WHERE r.expires_at <= now() AND r.status <> 'in_progress'
        RETURNING (xmax <> 0) AS took_over`,
       [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
     );
@@ -67,7 +68,7 @@ export class IdempotencyStore {
 
   /** Reads the record a failed claim ran into; the claim left it locked. */
   async findClaimed(runner: QueryRunner, id: RecordId): Promise<StoredRecord | undefined> {
-    const rows = await runner.query(`SELECT ${COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3`, [
+    const rows = await runner.query(`SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3`, [
       id.scope,
       id.operation,
       id.key,
@@ -86,7 +87,7 @@ export class IdempotencyStore {
   }
 }
 
-interface RecordRow {
+export interface RecordRow {
   fingerprint: string;
   status: IdempotencyRecordStatus;
   response_status: number | null;
@@ -94,9 +95,9 @@ interface RecordRow {
   response_body: string | null;
 }
 
-function toStoredRecord(row: RecordRow): StoredRecord {
+export function toStoredRecord(row: RecordRow): StoredRecord {
   const outcome =
-    row.status === 'completed' && row.response_status !== null
+    row.status !== 'in_progress' && row.response_status !== null
       ? { status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body }
       : null;
   return { fingerprint: row.fingerprint, status: row.status, outcome };

@@ -17,6 +17,8 @@ export interface IdempotentRoute {
   /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
   successStatus: number;
   storeErrors: ReadonlySet<number>;
+  /** Set for phased routes: the lease of their claims, in ms. */
+  lease: number | undefined;
   replayHeaders: readonly string[];
   scopeOf(request: unknown): string;
   fingerprintFieldsOf(request: unknown): unknown;
@@ -67,6 +69,7 @@ export class IdempotentRoutes {
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
       storeErrors,
+      lease: options.phases ? (options.lease ?? this.options.lease) : undefined,
       replayHeaders: this.options.replayHeaders,
       // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
       scopeOf: (request) => {

@@ -6,6 +6,12 @@ export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
+export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
+export type { ReaperOptions } from './idempotency.options.js';
+export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
+export { Phased, PhasedExecution } from './phases/phased-execution.js';
+export { OperationPhases, LeaseLostError, downstreamKey } from './phases/operation-phases.js';
+export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,
   IdempotencyKeyMalformedException,

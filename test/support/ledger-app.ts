@@ -1,4 +1,5 @@
 import {
+  BadGatewayException,
   Body,
   Controller,
   Get,
@@ -13,7 +14,18 @@ import {
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Readable } from 'node:stream';
 import { migrations } from '../../migrations/index.js';
-import { Idempotent, IdempotencyModule, IdempotencyRecord, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyRecord,
+  type IdempotencyModuleOptions,
+  type OperationPhases,
+  Phased,
+  PhasedExecution,
+  PhasedOperation,
+  type PhasedOperationHandler,
+  TransactionHost,
+} from '../../src/idempotency/index.js';
 
 /**
  * A small app to drive the module through: every handler writes an entry
@@ -39,6 +51,49 @@ export class Ledger {
 
 interface EntryBody {
   label: string;
+}
+
+/** An external peer the test steers: it passes, fails, or holds each call until released. */
+@Injectable()
+export class NotifyGate {
+  mode: 'pass' | 'fail' | 'hold' = 'pass';
+  /** Downstream keys of the calls that went through. */
+  readonly delivered: string[] = [];
+  private readonly held: Array<() => void> = [];
+
+  async notify(downstreamKey: string): Promise<{ receipt: string }> {
+    if (this.mode === 'fail') throw new BadGatewayException('peer unavailable');
+    if (this.mode === 'hold') await new Promise<void>((resolve) => this.held.push(resolve));
+    this.delivered.push(downstreamKey);
+    return { receipt: `receipt-${downstreamKey.slice(0, 8)}` };
+  }
+
+  /** Lets held calls go through. */
+  release(): void {
+    for (const resume of this.held.splice(0)) resume();
+  }
+
+  get heldCount(): number {
+    return this.held.length;
+  }
+}
+
+/** Debit (local), notify (external), credit (local): counts how often each phase really ran. */
+@PhasedOperation('ledger-transfer')
+export class LedgerTransfer implements PhasedOperationHandler<EntryBody, { debit: number; receipt: string; credit: number }> {
+  readonly runs = { debit: 0, notify: 0, credit: 0 };
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly gate: NotifyGate,
+  ) {}
+
+  async run(input: EntryBody, phases: OperationPhases) {
+    const debit = await phases.local('debit', () => (this.runs.debit++, this.ledger.write(`debit:${input.label}`)));
+    const { receipt } = await phases.external('notify', (key) => (this.runs.notify++, this.gate.notify(key)));
+    const credit = await phases.local('credit', () => (this.runs.credit++, this.ledger.write(`credit:${input.label}`)));
+    return { debit: debit.entry, receipt, credit: credit.entry };
+  }
 }
 
 @Controller('entries')
@@ -103,13 +158,25 @@ export class EntriesController {
     return new StreamableFile(Readable.from(['not', 'recordable']));
   }
 
+  @Post('transfers')
+  @Idempotent({ phases: true, wait: 300 })
+  phasedTransfer(@Body() body: EntryBody, @Phased() execution: PhasedExecution) {
+    return execution.run(LedgerTransfer, { label: body.label });
+  }
+
+  @Post('transfers/unstarted')
+  @Idempotent({ phases: true })
+  unstarted() {
+    throw new Error('failed before the operation started');
+  }
+
   @Get()
   async count() {
     return { calls: this.ledger.calls };
   }
 }
 
-@Module({ controllers: [EntriesController], providers: [Ledger] })
+@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer] })
 export class EntriesModule {}
 
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */

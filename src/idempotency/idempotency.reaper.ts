@@ -1,0 +1,101 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { ResolvedModuleOptions } from './idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+
+export interface ReapResult {
+  deleted: number;
+  batches: number;
+  elapsedMs: number;
+  /** Another instance held the reaper lock, so this one left the pass to it. */
+  skipped: boolean;
+}
+
+const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
+
+/**
+ * Deletes records past `expires_at`, on a timer cleared at shutdown.
+ *
+ * Deletes run in batches, each its own short transaction, walking the
+ * `expires_at` index; rows locked by a live claim are skipped (SKIP LOCKED),
+ * and in-progress records are never deleted (a phased one may have side
+ * effects: the completer resolves those). Each batch takes a transaction-level
+ * advisory lock, so with several instances only one reaps at a time.
+ */
+@Injectable()
+export class IdempotencyReaper implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('IdempotencyReaper');
+  private timer?: NodeJS.Timeout;
+  private pass?: Promise<void>;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly completer: AbandonedClaimsCompleter,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (!this.options.reaper.enabled) return;
+    this.timer = setInterval(() => void this.runPass(), this.options.reaper.intervalMs);
+    this.timer.unref();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.pass;
+  }
+
+  /** One scheduled pass: finish abandoned claims, then delete expired records. A tick during a pass is skipped. */
+  runPass(): Promise<void> {
+    this.pass ??= (async () => {
+      try {
+        await this.completer.completeAbandoned();
+        await this.reap();
+      } catch (error) {
+        this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
+      } finally {
+        this.pass = undefined;
+      }
+    })();
+    return this.pass;
+  }
+
+  /** Deletes finished records that expired before `now`, within the pass's time budget. */
+  async reap(now: Date = new Date()): Promise<ReapResult> {
+    const { batchSize, timeBudgetMs } = this.options.reaper;
+    const started = Date.now();
+    const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
+    for (;;) {
+      const deleted = await this.deleteBatch(now, batchSize);
+      if (deleted === undefined) {
+        result.skipped = true;
+        break;
+      }
+      result.deleted += deleted;
+      result.batches++;
+      if (deleted < batchSize || Date.now() - started >= timeBudgetMs) break;
+    }
+    result.elapsedMs = Date.now() - started;
+    if (result.deleted > 0) this.logger.log(`Reaped ${result.deleted} expired records in ${result.batches} batches, ${result.elapsedMs} ms`);
+    return result;
+  }
+
+  /** One batch in one transaction; undefined when another instance holds the reaper lock. */
+  private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
+    return this.dataSource.transaction(async (manager) => {
+      const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
+      if (!locked) return undefined;
+      const [{ deleted }] = await manager.query(
+        `WITH doomed AS (
+           SELECT ctid FROM idempotency_records
+            WHERE expires_at <= $1 AND status <> 'in_progress'
+            ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+         gone AS (DELETE FROM idempotency_records r USING doomed WHERE r.ctid = doomed.ctid RETURNING 1)
+         SELECT count(*)::int AS deleted FROM gone`,
+        [now, batchSize],
+      );
+      return deleted;
+    });
+  }
+}

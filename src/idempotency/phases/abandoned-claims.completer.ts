@@ -1,0 +1,87 @@
+import { HttpException, Inject, Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { operationFailedOutcome } from '../idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import type { RecordId } from '../idempotency.store.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { captureError } from '../outcome-capture.js';
+import { type AbandonedClaim, LeaseStore } from './lease.store.js';
+import { PhasedOperations } from './phased-operation.js';
+import { PhasedOperationRunner } from './phased-operation.runner.js';
+
+export interface CompleterPass {
+  completed: number;
+  failed: number;
+  discarded: number;
+  released: number;
+}
+
+/**
+ * Finishes phased operations whose owner died: takes each abandoned claim
+ * over (fencing the old owner), resumes its operation from the recovery
+ * point with the stored input, and records the outcome. A claim whose
+ * operation never started is discarded; one that runs out of attempts, or
+ * whose operation is no longer registered, is marked failed. It never deletes
+ * a claim whose side effects may exist.
+ */
+@Injectable()
+export class AbandonedClaimsCompleter {
+  private readonly logger = new Logger('IdempotencyCompleter');
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly leases: LeaseStore,
+    private readonly runner: PhasedOperationRunner,
+    private readonly operations: PhasedOperations,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  async completeAbandoned(limit = 100): Promise<CompleterPass> {
+    const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
+    const candidates: Array<RecordId & { owner_token: string | null }> = await this.dataSource.query(
+      `SELECT scope, operation, key, owner_token FROM idempotency_records
+        WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
+      [limit],
+    );
+    for (const { owner_token, ...id } of candidates) {
+      const owner = randomUUID();
+      const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
+      if (claim) pass[await this.finish(id, owner, claim)]++;
+    }
+    if (candidates.length) this.logger.log(`Abandoned claims: ${JSON.stringify(pass)} of ${candidates.length} found`);
+    return pass;
+  }
+
+  private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<keyof CompleterPass> {
+    const retention = this.options.retention;
+    if (!claim.resume) return (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released';
+    const handler = this.operations.get(claim.resume.operation);
+    const giveUp = !handler
+      ? `no phased operation named "${claim.resume.operation}" is registered`
+      : claim.attempts > this.options.maxAttempts
+        ? `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`
+        : undefined;
+    if (giveUp) {
+      this.logger.warn(`Marking ${id.operation} failed: ${giveUp}`);
+      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), retention, giveUp);
+      return 'failed';
+    }
+    const { status, storeErrors, input } = claim.resume;
+    try {
+      const output = await this.runner.run(handler!, input, { id, owner, leaseMs: this.options.lease, results: claim.phaseResults });
+      const body = output === undefined || output === null ? null : JSON.stringify(output);
+      const headers: Record<string, string> = body === null ? {} : { 'content-type': 'application/json; charset=utf-8' };
+      await this.leases.finish(id, owner, { status, headers, body }, retention);
+      return 'completed';
+    } catch (error) {
+      if (error instanceof HttpException && storeErrors.includes(error.getStatus())) {
+        await this.leases.finish(id, owner, captureError(error), retention);
+        return 'completed';
+      }
+      this.logger.warn(`Resuming ${id.operation} failed, will retry: ${(error as Error).message}`);
+      await this.leases.release(id, owner).catch(() => undefined);
+      return 'released';
+    }
+  }
+}

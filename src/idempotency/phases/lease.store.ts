@@ -1,0 +1,164 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
+import type { RecordedOutcome } from '../recorded-outcome.js';
+
+/** Something that runs SQL: the DataSource (autocommit) or a QueryRunner in a transaction. */
+export interface Queryable {
+  query(sql: string, parameters?: unknown[]): Promise<any>;
+}
+
+/** What a phased operation needs to be finished by someone other than its first owner. */
+export interface ResumeInfo {
+  operation: string;
+  input: unknown;
+  /** The route's success status and recordable error statuses. */
+  status: number;
+  storeErrors: number[];
+}
+
+export type LeasedClaim =
+  | { claimed: false }
+  | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> };
+
+export interface AbandonedClaim {
+  resume: ResumeInfo | null;
+  phaseResults: Record<string, unknown>;
+  attempts: number;
+  recoveryPoint: string | null;
+}
+
+export interface PhasedRecord extends StoredRecord {
+  leaseLive: boolean;
+  phaseResults: Record<string, unknown>;
+}
+
+const PK = 'scope = $1 AND operation = $2 AND key = $3';
+const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
+
+/**
+ * The SQL of phased operations. Every write after the claim is fenced by
+ * `owner_token = $owner`: a stale owner that wakes up after a takeover
+ * matches no row, so it can never overwrite the new owner's work.
+ */
+@Injectable()
+export class LeaseStore {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /**
+   * Claims the key with a lease, in a statement of its own (so it commits at
+   * once). An expired finished record starts over; an in-progress one whose
+   * lease lapsed is taken over with its recovery point and phase results.
+   */
+  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string): Promise<LeasedClaim> {
+    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown> }> = await this.dataSource.query(
+      `INSERT INTO idempotency_records AS r
+              (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
+       VALUES ($1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')})
+       ON CONFLICT (scope, operation, key) DO UPDATE SET
+         owner_token = EXCLUDED.owner_token,
+         lease_expires_at = EXCLUDED.lease_expires_at,
+         attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
+         phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
+         recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
+         resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
+         created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
+         expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
+         fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
+         response_body = NULL, completed_at = NULL, failure_reason = NULL
+       WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
+          OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
+       RETURNING (xmax <> 0) AS took_over, attempts, phase_results`,
+      [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs],
+    );
+    if (!rows.length) return { claimed: false };
+    return { claimed: true, tookOver: rows[0].took_over, attempts: rows[0].attempts, phaseResults: rows[0].phase_results };
+  }
+
+  /**
+   * The completer's takeover of an abandoned claim: a compare-and-set on the
+   * owner token, so of several reapers exactly one wins.
+   */
+  async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
+    const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null }> =
+      await this.dataSource.query(
+        `WITH taken AS (
+           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+            WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
+            RETURNING resume, phase_results, attempts, recovery_point)
+         SELECT * FROM taken`,
+        [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
+      );
+    if (!rows.length) return undefined;
+    const [row] = rows;
+    return { resume: row.resume, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
+  }
+
+  /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
+  async discardUnstarted(id: RecordId, owner: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(
+      `WITH gone AS (DELETE FROM idempotency_records WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
+       SELECT 1 FROM gone`,
+      [id.scope, id.operation, id.key, owner],
+    );
+    return rows.length === 1;
+  }
+
+  async read(id: RecordId): Promise<PhasedRecord | undefined> {
+    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown> }> = await this.dataSource.query(
+      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records WHERE ${PK}`,
+      [id.scope, id.operation, id.key],
+    );
+    if (!rows.length) return undefined;
+    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results };
+  }
+
+  /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */
+  async renew(on: Queryable, id: RecordId, owner: string, leaseMs: number): Promise<boolean> {
+    return this.fenced(on, `lease_expires_at = now() + ${ms('$5')}`, id, owner, [leaseMs]);
+  }
+
+  /** Records a finished phase as the new recovery point. */
+  async savePhase(on: Queryable, id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Promise<boolean> {
+    return this.fenced(
+      on,
+      `phase_results = phase_results || jsonb_build_object($5::text, $6::jsonb), recovery_point = $5, lease_expires_at = now() + ${ms('$7')}`,
+      id,
+      owner,
+      [phase, resultJson, leaseMs],
+    );
+  }
+
+  /** Stores what the reaper needs to resume the operation without a client, once. */
+  async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<boolean> {
+    return this.fenced(this.dataSource, `resume = coalesce(resume, $5::jsonb)`, id, owner, [JSON.stringify(resume)]);
+  }
+
+  /** Lets the lease lapse now, so that a retry resumes at once. */
+  async release(id: RecordId, owner: string): Promise<boolean> {
+    return this.fenced(this.dataSource, `lease_expires_at = now()`, id, owner, []);
+  }
+
+  /** Records the outcome; `failed` with a reason for an operation that cannot be completed. */
+  async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
+    return this.fenced(
+      this.dataSource,
+      `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
+       completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
+      id,
+      owner,
+      [failureReason ? 'failed' : 'completed', outcome.status, JSON.stringify(outcome.headers), outcome.body, failureReason ?? null, retentionMs],
+    );
+  }
+
+  private async fenced(on: Queryable, assignments: string, id: RecordId, owner: string, extra: unknown[]): Promise<boolean> {
+    const rows: unknown[] = await on.query(
+      `WITH fenced AS (
+         UPDATE idempotency_records SET ${assignments}
+          WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING 1)
+       SELECT 1 FROM fenced`,
+      [id.scope, id.operation, id.key, owner, ...extra],
+    );
+    return rows.length === 1;
+  }
+}

@@ -1,0 +1,98 @@
+import { createHash } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import type { RecordId } from '../idempotency.store.js';
+import type { TransactionHost } from '../transaction-host.js';
+import type { LeaseStore } from './lease.store.js';
+
+/** The claim was taken over by another owner: this one must stop without writing. */
+export class LeaseLostError extends Error {
+  constructor() {
+    super('The lease of this idempotent operation was taken over by another owner');
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** One owner's hold on a phased claim. */
+export interface Ownership {
+  id: RecordId;
+  owner: string;
+  leaseMs: number;
+  /** Results of phases already finished, by name (from earlier owners too). */
+  results: Record<string, unknown>;
+  /** Aborted when the lease is lost. */
+  signal: AbortSignal;
+}
+
+/**
+ * What a phased operation runs its phases with. A finished phase returns its
+ * stored result and does not run again; results are JSON, so return plain
+ * data. Every write is fenced by the owner token.
+ */
+export class OperationPhases {
+  constructor(
+    private readonly ownership: Ownership,
+    private readonly leases: LeaseStore,
+    private readonly dataSource: DataSource,
+    private readonly transactions: TransactionHost,
+  ) {}
+
+  /** Aborted when this owner loses the lease; pass it to long calls. */
+  get signal(): AbortSignal {
+    return this.ownership.signal;
+  }
+
+  /**
+   * Runs database work in a transaction of its own, which also advances the
+   * recovery point and stores the result: both commit, or neither.
+   */
+  async local<T>(phase: string, work: () => Promise<T>): Promise<T> {
+    if (phase in this.ownership.results) return this.ownership.results[phase] as T;
+    const { id, owner, leaseMs } = this.ownership;
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      await runner.connect();
+      await runner.startTransaction('READ COMMITTED');
+      // Fencing first: it locks the record, so no takeover can slip in before this phase commits.
+      if (!(await this.leases.renew(runner, id, owner, leaseMs))) throw new LeaseLostError();
+      const resultJson = toJson(await this.transactions.run(runner.manager, work));
+      await this.leases.savePhase(runner, id, owner, phase, resultJson, leaseMs);
+      await runner.commitTransaction();
+      return this.remember(phase, resultJson);
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /**
+   * Calls an external service with a downstream idempotency key derived from
+   * the scope, operation, key and phase: a repeat of the call after a crash
+   * carries the same key, so the service deduplicates it.
+   */
+  async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (phase in this.ownership.results) return this.ownership.results[phase] as T;
+    const { id, owner, leaseMs, signal } = this.ownership;
+    if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
+    const resultJson = toJson(await call(downstreamKey(id, phase), signal));
+    if (!(await this.leases.savePhase(this.dataSource, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
+    return this.remember(phase, resultJson);
+  }
+
+  /** Hands back the stored form, so a first run and a resumed one see the same values. */
+  private remember<T>(phase: string, resultJson: string): T {
+    const result = JSON.parse(resultJson) as T;
+    this.ownership.results[phase] = result;
+    return result;
+  }
+}
+
+/** SHA-256 hex of (scope, operation, key, phase): stable across owners and restarts. */
+export function downstreamKey(id: RecordId, phase: string): string {
+  return createHash('sha256').update(JSON.stringify([id.scope, id.operation, id.key, phase])).digest('hex');
+}
+
+function toJson(value: unknown): string {
+  return JSON.stringify(value ?? null);
+}

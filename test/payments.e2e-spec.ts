@@ -1,0 +1,104 @@
+import request from 'supertest';
+import { AppModule } from '../src/app.module.js';
+import { startFakePaymentProvider, type FakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
+import { startApp, type RunningApp } from './support/http-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+describe('demo payments (phased)', () => {
+  let db: TestDatabase;
+  let provider: FakePaymentProvider;
+  let running: RunningApp;
+  let keySeq = 0;
+  const newKey = () => `pay-${++keySeq}-${Date.now()}`;
+  const pay = (orderId: string, key: string, amountCents: number) =>
+    Promise.resolve(request(running.url).post(`/orders/${orderId}/payments`).set('Authorization', ACME).set('Idempotency-Key', key).send({ amountCents, currency: 'EUR' }));
+  const paymentsOf = (orderId: string) => db.query<{ status: string; provider_charge_id: string }>(`SELECT status, provider_charge_id FROM payments WHERE order_id = $1`, [orderId]);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    provider = await startFakePaymentProvider();
+    running = await startApp({
+      imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false } })],
+    });
+  });
+  afterAll(async () => {
+    await running?.close();
+    await provider?.close();
+    await db?.drop();
+  });
+
+  it('charges once, captures with an outbox event, and replays', async () => {
+    const orderId = await createOrder(running.url, 'pay-happy');
+    const key = newKey();
+    const first = await pay(orderId, key, 1100);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ orderId, status: 'captured', amountCents: 1100, currency: 'EUR' });
+    const replay = await pay(orderId, key, 1100);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    const charges = await chargesOf(provider.url, 1100);
+    expect(charges).toHaveLength(1);
+    expect(first.body.providerChargeId).toBe(charges[0].id);
+    expect(await db.query(`SELECT event_type FROM outbox_events WHERE aggregate_id = $1`, [first.body.id])).toEqual([{ event_type: 'payment.captured' }]);
+    const listed = await request(running.url).get(`/orders/${orderId}/payments`).set('Authorization', ACME);
+    expect(listed.body).toEqual([first.body]);
+  });
+
+  it('answers 502 when the provider fails, and the retry resumes without a second pending payment', async () => {
+    const orderId = await createOrder(running.url, 'pay-fail');
+    const key = newKey();
+    await setFault(provider.url, 1200, 'fail');
+    expect((await pay(orderId, key, 1200)).status).toBe(502);
+    expect(await paymentsOf(orderId)).toEqual([{ status: 'pending', provider_charge_id: null }]);
+    const retry = await pay(orderId, key, 1200);
+    expect(retry.status).toBe(201);
+    expect(await paymentsOf(orderId)).toEqual([{ status: 'captured', provider_charge_id: retry.body.providerChargeId }]);
+    expect(await chargesOf(provider.url, 1200)).toHaveLength(1);
+  });
+
+  it('recovers from a provider that charged but never answered: the retry gets the same charge', async () => {
+    const orderId = await createOrder(running.url, 'pay-lost-answer');
+    const key = newKey();
+    await setFault(provider.url, 1300, 'charge-then-hang');
+    expect((await pay(orderId, key, 1300)).status).toBe(502);
+    const retry = await pay(orderId, key, 1300);
+    expect(retry.status).toBe(201);
+    const charges = await chargesOf(provider.url, 1300);
+    expect(charges).toHaveLength(1);
+    expect(retry.body.providerChargeId).toBe(charges[0].id);
+  });
+
+  it('records a decline as a 402 that replays', async () => {
+    const orderId = await createOrder(running.url, 'pay-decline');
+    const key = newKey();
+    await setFault(provider.url, 1400, 'decline');
+    const declined = await pay(orderId, key, 1400);
+    expect(declined.status).toBe(402);
+    expect(declined.body).toMatchObject({ code: 'card_declined', payment: { status: 'declined' } });
+    const replay = await pay(orderId, key, 1400);
+    expect(replay.status).toBe(402);
+    expect(replay.text).toBe(declined.text);
+    expect(await paymentsOf(orderId)).toEqual([{ status: 'declined', provider_charge_id: expect.any(String) }]);
+  });
+
+  it('records 404 for another tenant’s order', async () => {
+    const orderId = await createOrder(running.url, 'pay-foreign');
+    const foreign = await request(running.url)
+      .post(`/orders/${orderId}/payments`)
+      .set('Authorization', 'Bearer demo-key-globex')
+      .set('Idempotency-Key', newKey())
+      .send({ amountCents: 1500, currency: 'EUR' });
+    expect(foreign.status).toBe(404);
+    expect(await paymentsOf(orderId)).toEqual([]);
+    expect(await chargesOf(provider.url, 1500)).toEqual([]);
+  });
+
+  it('frees the key after a validation failure, before anything started', async () => {
+    const orderId = await createOrder(running.url, 'pay-invalid');
+    const key = newKey();
+    expect((await pay(orderId, key, 0)).status).toBe(400);
+    expect(await db.query(`SELECT 1 FROM idempotency_records WHERE key = $1`, [key])).toEqual([]);
+    expect((await pay(orderId, key, 1600)).status).toBe(201);
+  });
+});

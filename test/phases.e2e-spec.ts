@@ -1,0 +1,170 @@
+import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AbandonedClaimsCompleter, downstreamKey } from '../src/idempotency/index.js';
+import { startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+const PATH = '/entries/transfers';
+const OPERATION = 'POST /entries/transfers';
+const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false } as const;
+
+describe('phased operations', () => {
+  let db: TestDatabase;
+  let running: RunningApp;
+  let gate: NotifyGate;
+  let transfer: LedgerTransfer;
+  let keySeq = 0;
+  const newKey = () => `phase-${++keySeq}-${Date.now()}`;
+  const send = (key: string, label: string, url = running.url) =>
+    Promise.resolve(request(url).post(PATH).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
+  const recordOf = async (key: string) =>
+    (await db.query<{ status: string; recovery_point: string | null; attempts: number; failure_reason: string | null }>(
+      `SELECT status, recovery_point, attempts, failure_reason FROM idempotency_records WHERE key = $1`,
+      [key],
+    ))[0];
+  const waitFor = async (condition: () => boolean) => {
+    for (let i = 0; i < 200 && !condition(); i++) await sleep(10);
+    expect(condition()).toBe(true);
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    running = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) });
+    gate = running.app.get(NotifyGate);
+    transfer = running.app.get(LedgerTransfer);
+  });
+  beforeEach(() => {
+    gate.mode = 'pass';
+    Object.assign(transfer.runs, { debit: 0, notify: 0, credit: 0 });
+  });
+  afterAll(async () => {
+    gate?.release();
+    await running?.close();
+    await db?.drop();
+  });
+
+  it('runs each phase once, calls the peer with the derived key, and replays the outcome', async () => {
+    const key = newKey();
+    const first = await send(key, 'once');
+    expect(first.status).toBe(201);
+    const replay = await send(key, 'once');
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(first.text);
+    expect(transfer.runs).toEqual({ debit: 1, notify: 1, credit: 1 });
+    expect(gate.delivered).toContain(downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify'));
+    expect(await recordOf(key)).toMatchObject({ status: 'completed', recovery_point: 'credit' });
+  });
+
+  it('resumes at the first unfinished phase after a failure', async () => {
+    const key = newKey();
+    gate.mode = 'fail';
+    expect((await send(key, 'resume')).status).toBe(502);
+    expect(await recordOf(key)).toMatchObject({ status: 'in_progress', recovery_point: 'debit' });
+    gate.mode = 'pass';
+    const retry = await send(key, 'resume');
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBeUndefined();
+    expect(transfer.runs).toEqual({ debit: 1, notify: 2, credit: 1 });
+    expect(await db.query(`SELECT label FROM ledger_entries WHERE label LIKE '%:resume' ORDER BY id`)).toEqual([
+      { label: 'debit:resume' },
+      { label: 'credit:resume' },
+    ]);
+  });
+
+  it('makes a duplicate wait while the lease is live, then answers 409 with Retry-After', async () => {
+    const key = newKey();
+    gate.mode = 'hold';
+    const owner = send(key, 'held');
+    await waitFor(() => gate.heldCount === 1);
+    const duplicate = await send(key, 'held');
+    expect(duplicate.status).toBe(409);
+    expect(duplicate.headers['retry-after']).toBe('1');
+    gate.release();
+    expect((await owner).status).toBe(201);
+    expect((await send(key, 'held')).headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('fences off a stale owner once a retry has taken its lapsed lease over', async () => {
+    const key = newKey();
+    gate.mode = 'hold';
+    const stale = send(key, 'fenced');
+    await waitFor(() => gate.heldCount === 1);
+    // The owner stalls past its lease (as in a long GC pause); its heartbeat is 20 s away.
+    await db.query(`UPDATE idempotency_records SET lease_expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    gate.mode = 'pass';
+    const retry = await send(key, 'fenced');
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBeUndefined();
+    gate.release();
+    expect((await stale).status).toBe(409);
+    expect((await send(key, 'fenced')).text).toBe(retry.text);
+    expect(await db.query(`SELECT label FROM ledger_entries WHERE label LIKE 'credit:fenced'`)).toHaveLength(1);
+    expect(await recordOf(key)).toMatchObject({ status: 'completed', attempts: 2 });
+  });
+
+  it('lets the completer finish an abandoned claim without the client', async () => {
+    const key = newKey();
+    gate.mode = 'fail';
+    expect((await send(key, 'abandoned')).status).toBe(502);
+    gate.mode = 'pass';
+    expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ completed: 1 });
+    const retry = await send(key, 'abandoned');
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toMatchObject({ receipt: expect.stringMatching(/^receipt-/) });
+    expect(transfer.runs.debit).toBe(1);
+  });
+
+  it('marks a claim failed once it runs out of attempts, and replays that failure', async () => {
+    const key = newKey();
+    gate.mode = 'fail';
+    expect((await send(key, 'doomed')).status).toBe(502);
+    const completer = running.app.get(AbandonedClaimsCompleter);
+    for (let pass = 0; pass < MODULE_OPTIONS.maxAttempts; pass++) await completer.completeAbandoned();
+    expect(await recordOf(key)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('gave up after 3 attempts') });
+    gate.mode = 'pass';
+    const retry = await send(key, 'doomed');
+    expect(retry.status).toBe(500);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toMatchObject({ type: 'urn:nest-idempotency:problem:operation-failed' });
+    expect(transfer.runs.credit).toBe(0);
+  });
+
+  it('frees the key of a request that failed before its operation started', async () => {
+    const key = newKey();
+    const failed = await request(running.url).post('/entries/transfers/unstarted').set('Idempotency-Key', key).send({});
+    expect(failed.status).toBe(500);
+    expect(await recordOf(key)).toBeUndefined();
+  });
+
+  it('lets the completer discard a claim whose owner died before its operation started', async () => {
+    const key = newKey();
+    await db.query(
+      `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, expires_at, owner_token, lease_expires_at)
+       VALUES ('tenant:acme', $1, $2, 'f', 'in_progress', now() + interval '1 day', gen_random_uuid(), now() - interval '1 second')`,
+      [OPERATION, key],
+    );
+    expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ discarded: 1 });
+    expect(await recordOf(key)).toBeUndefined();
+  });
+
+  it('never lets two instances complete the same claim', async () => {
+    gate.mode = 'fail';
+    const keys = Array.from({ length: 8 }, newKey);
+    for (const key of keys) expect((await send(key, 'contended')).status).toBe(502);
+    const other = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) });
+    try {
+      gate.mode = 'pass';
+      const otherGate = other.app.get(NotifyGate);
+      const passes = await Promise.all([running, other].map((instance) => instance.app.get(AbandonedClaimsCompleter).completeAbandoned()));
+      expect(passes[0].completed + passes[1].completed).toBe(keys.length);
+      const delivered = [...gate.delivered, ...otherGate.delivered].filter((k) => keys.some((key) => k === downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify')));
+      expect(delivered).toHaveLength(keys.length);
+      expect(new Set(delivered).size).toBe(keys.length);
+    } finally {
+      await other.close();
+    }
+  });
+});

@@ -1,0 +1,105 @@
+import pg from 'pg';
+import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { IdempotencyReaper } from '../src/idempotency/index.js';
+import { startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/** Inserts `count` records under `prefix` with generate_series: completed unless said otherwise. */
+async function seed(db: TestDatabase, prefix: string, count: number, expiresAt: string, extra = `'completed', 201`) {
+  await db.query(
+    `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, response_status, expires_at, lease_expires_at)
+     SELECT 'tenant:seed', 'POST /seed', $1 || n, 'f', ${extra}, ${expiresAt}, now() + interval '1 minute' FROM generate_series(1, $2) AS n`,
+    [prefix, count],
+  );
+}
+const countOf = async (db: TestDatabase, prefix: string) =>
+  Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM idempotency_records WHERE key LIKE $1 || '%'`, [prefix]))[0].n);
+
+describe('IdempotencyReaper', () => {
+  let db: TestDatabase;
+  let running: RunningApp;
+  let reaper: IdempotencyReaper;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    running = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) });
+    reaper = running.app.get(IdempotencyReaper);
+  });
+  afterAll(async () => {
+    await running?.close();
+    await db?.drop();
+  });
+
+  it('deletes expired records in batches, and keeps live ones and in-progress claims', async () => {
+    await seed(db, 'old-', 250, `now() - interval '1 hour'`);
+    await seed(db, 'fresh-', 5, `now() + interval '1 hour'`);
+    await seed(db, 'claimed-', 3, `now() - interval '1 hour'`, `'in_progress', NULL`);
+    const result = await reaper.reap(new Date());
+    expect(result).toMatchObject({ deleted: 250, batches: 3, skipped: false });
+    expect(await countOf(db, 'old-')).toBe(0);
+    expect(await countOf(db, 'fresh-')).toBe(5);
+    expect(await countOf(db, 'claimed-')).toBe(3);
+  });
+
+  it('takes the time to compare against as an argument', async () => {
+    await seed(db, 'later-', 10, `now() + interval '1 hour'`);
+    expect((await reaper.reap(new Date())).deleted).toBe(0);
+    expect((await reaper.reap(new Date(Date.now() + 2 * 3600_000))).deleted).toBeGreaterThanOrEqual(10);
+    expect(await countOf(db, 'later-')).toBe(0);
+  });
+
+  it('skips a record a live claim holds locked, and reaps it once released', async () => {
+    await seed(db, 'locked-', 3, `now() - interval '1 hour'`);
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM idempotency_records WHERE key = 'locked-1' FOR UPDATE`);
+      expect((await reaper.reap(new Date())).deleted).toBe(2);
+      expect(await countOf(db, 'locked-')).toBe(1);
+      await holder.query('COMMIT');
+      expect((await reaper.reap(new Date())).deleted).toBe(1);
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('frees the key after expiry: the same key starts a new operation', async () => {
+    const send = () => request(running.url).post('/entries').set('Idempotency-Key', 'retained').set('X-Tenant', 'acme').send({ label: 'retained' });
+    const first = await send();
+    expect((await send()).headers['idempotent-replayed']).toBe('true');
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = 'retained'`);
+    expect((await reaper.reap(new Date())).deleted).toBe(1);
+    const again = await send();
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.entry).not.toBe(first.body.entry);
+  });
+
+  it('lets only one of several instances reap at a time, and together they delete each record once', async () => {
+    await seed(db, 'shared-', 3000, `now() - interval '1 hour'`);
+    const other = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) });
+    try {
+      const results = await Promise.all([reaper, other.app.get(IdempotencyReaper)].map((instance) => instance.reap(new Date())));
+      const leftover = await reaper.reap(new Date());
+      expect(results[0].deleted + results[1].deleted + leftover.deleted).toBe(3000);
+      expect(await countOf(db, 'shared-')).toBe(0);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('runs on its interval and stops at shutdown', async () => {
+    const ticking = await startApp({ imports: ledgerAppModules(db.url, { reaper: { intervalMs: 50 } }) });
+    await seed(db, 'ticked-', 20, `now() - interval '1 hour'`);
+    for (let i = 0; i < 100 && (await countOf(db, 'ticked-')) > 0; i++) await sleep(20);
+    expect(await countOf(db, 'ticked-')).toBe(0);
+    await ticking.close();
+    await seed(db, 'after-close-', 5, `now() - interval '1 hour'`);
+    await sleep(200);
+    expect(await countOf(db, 'after-close-')).toBe(5);
+    await reaper.reap(new Date());
+  });
+});
