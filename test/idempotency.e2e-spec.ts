@@ -81,6 +81,18 @@ describe('IdempotencyModule request flow', () => {
       expect(await entriesLabelled('throttled')).toBe(1);
     });
 
+    it('answers 400 to a body with no canonical JSON form, and keeps nothing', async () => {
+      const key = newKey();
+      const response = await request(running.url)
+        .post('/entries')
+        .set('Idempotency-Key', key)
+        .set('Content-Type', 'application/json')
+        .send('{"label":"\\ud800"}');
+      expect(response.status).toBe(400);
+      expect(response.body).toMatchObject({ type: 'urn:nest-idempotency:problem:request-not-canonical' });
+      expect(await recordOf(key)).toEqual([]);
+    });
+
     it('refuses a response it cannot record, and keeps nothing', async () => {
       const key = newKey();
       const response = await post('/entries/file', key, { label: 'streamed' });

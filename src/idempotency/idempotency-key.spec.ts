@@ -6,7 +6,7 @@ describe('parseIdempotencyKey', () => {
     ['a UUID', ['3f0c1d9e-8a0b-4c5e-9f1a-2b3c4d5e6f70'], '3f0c1d9e-8a0b-4c5e-9f1a-2b3c4d5e6f70'],
     ['an sf-string', ['"order-1"'], 'order-1'],
     ['an sf-string with escapes', ['"a\\"b\\\\c"'], 'a"b\\c'],
-    ['surrounding whitespace', ['  order-1 '], 'order-1'],
+    ['surrounding spaces and tabs', [' \t order-1 \t'], 'order-1'],
     ['255 characters', ['k'.repeat(255)], 'k'.repeat(255)],
     ['punctuation', ["!#$%&'*+-.^_`|~"], "!#$%&'*+-.^_`|~"],
   ])('accepts %s', (_case, values, key) => {
@@ -25,6 +25,8 @@ describe('parseIdempotencyKey', () => {
     ['an inner space', ['order 1']],
     ['a control character', ['order\u00011']],
     ['a tab', ['order\t1']],
+    ['a non-breaking space around it', ['\u00a0order-1']],
+    ['a line break around it', ['order-1\n']],
     ['non-ASCII', ['ordér-1']],
     ['an unterminated sf-string', ['"order-1']],
     ['text after an sf-string', ['"order"-1']],

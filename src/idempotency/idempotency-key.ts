@@ -7,6 +7,7 @@ export type ParsedIdempotencyKey =
 export const MAX_KEY_LENGTH = 255;
 
 const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+const OPTIONAL_WHITESPACE = /^[ \t]+|[ \t]+$/g;
 
 /**
  * Parses the values a request sent for the key header (one entry per header
@@ -17,7 +18,8 @@ const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
 export function parseIdempotencyKey(values: readonly string[]): ParsedIdempotencyKey {
   if (values.length === 0) return { kind: 'missing' };
   if (values.length > 1) return { kind: 'malformed', reason: 'the header is repeated' };
-  const raw = values[0].trim();
+  // HTTP's optional whitespace is SP and HTAB only; trim() would also eat NBSP, BOM or line breaks.
+  const raw = values[0].replace(OPTIONAL_WHITESPACE, '');
   const key = raw.startsWith('"') ? parseSfString(raw) : raw;
   if (key === undefined) return { kind: 'malformed', reason: 'the quoted value is not a valid RFC 8941 string' };
   if (key.length === 0) return { kind: 'malformed', reason: 'the key is empty' };

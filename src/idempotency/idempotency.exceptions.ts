@@ -8,6 +8,7 @@ export const IdempotencyProblemType = {
   RequestInProgress: 'urn:nest-idempotency:problem:request-in-progress',
   UnstorableResponse: 'urn:nest-idempotency:problem:unstorable-response',
   OperationFailed: 'urn:nest-idempotency:problem:operation-failed',
+  RequestNotCanonical: 'urn:nest-idempotency:problem:request-not-canonical',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -49,6 +50,18 @@ export class IdempotencyKeyMalformedException extends IdempotencyProblem {
       title: 'Idempotency key malformed',
       status: HttpStatus.BAD_REQUEST,
       detail: `The ${headerName} header is malformed: ${reason}. Send 1 to 255 visible ASCII characters, bare or as a quoted string.`,
+    });
+  }
+}
+
+/** 400: the request holds values RFC 8785 cannot canonicalise (lone surrogates, say), so it has no fingerprint. */
+export class IdempotencyRequestNotCanonicalException extends IdempotencyProblem {
+  constructor(reason: string) {
+    super({
+      type: IdempotencyProblemType.RequestNotCanonical,
+      title: 'Request cannot be fingerprinted',
+      status: HttpStatus.BAD_REQUEST,
+      detail: `The request holds a value with no canonical JSON form (RFC 8785): ${reason}.`,
     });
   }
 }

@@ -8,6 +8,7 @@ import {
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
   IdempotencyRequestInProgressException,
+  IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
 import { IdempotencyStore, type RecordId, type StoredRecord } from './idempotency.store.js';
 import { parseIdempotencyKey } from './idempotency-key.js';
@@ -48,7 +49,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (parsed.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, parsed.reason);
 
     const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: parsed.key };
-    const fingerprint = fingerprintRequest(route.operation, route.fingerprintFieldsOf(request));
+    const fingerprint = this.fingerprint(route, request);
     const live = await this.store.findLive(id);
     if (live?.outcome) return this.send(replayable(live, fingerprint), route, response, true);
     const execution = route.lease
@@ -57,6 +58,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return defer(execution).pipe(
       mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)),
     );
+  }
+
+  private fingerprint(route: IdempotentRoute, request: unknown): string {
+    try {
+      return fingerprintRequest(route.operation, route.fingerprintFieldsOf(request));
+    } catch (error) {
+      throw new IdempotencyRequestNotCanonicalException((error as Error).message);
+    }
   }
 
   /** Claims the key and runs the handler, or replays what a concurrent owner committed meanwhile. */

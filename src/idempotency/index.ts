@@ -20,6 +20,7 @@ export {
   IdempotencyProblem,
   IdempotencyProblemType,
   IdempotencyRequestInProgressException,
+  IdempotencyRequestNotCanonicalException,
   UnstorableResponseException,
   type ProblemDetails,
 } from './idempotency.exceptions.js';
