@@ -1,7 +1,9 @@
 import { type CallHandler, type ExecutionContext, HttpException, Injectable, type NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { defer, lastValueFrom, mergeMap, type Observable, of, throwError } from 'rxjs';
+import { performance } from 'node:perf_hooks';
+import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
 import { DataSource, type QueryRunner } from 'typeorm';
+import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
   IdempotencyKeyMalformedException,
@@ -11,7 +13,7 @@ import {
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
 import { IdempotencyStore, type RecordId, type StoredRecord } from './idempotency.store.js';
-import { parseIdempotencyKey } from './idempotency-key.js';
+import { parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
@@ -20,10 +22,17 @@ import { TransactionHost } from './transaction-host.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
+/** What the flow settled on for one request. */
+export interface Settled {
+  outcome: RecordedOutcome;
+  replayed: boolean;
+}
+
 /**
  * The request flow of an `@Idempotent()` route: parse the key, replay a
  * completed record, or claim the key and run the handler, recording its
  * outcome in the same transaction, committed before the response is sent.
+ * Every request ends in exactly one attempt event.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
@@ -34,30 +43,38 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly dataSource: DataSource,
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
+    private readonly events: IdempotencyEvents,
   ) {}
 
-  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const route = context.getType() === 'http' ? this.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const request = context.switchToHttp().getRequest();
     const response = context.switchToHttp().getResponse();
-    const parsed = parseIdempotencyKey(headerValues(request, route.headerName));
-    if (parsed.kind === 'missing') {
-      if (route.required) throw new IdempotencyKeyMissingException(route.headerName);
-      return next.handle();
-    }
-    if (parsed.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, parsed.reason);
+    const key = parseIdempotencyKey(headerValues(request, route.headerName));
+    if (key.kind === 'missing' && !route.required) return next.handle();
 
-    const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: parsed.key };
-    const fingerprint = this.fingerprint(route, request);
-    const live = await this.store.findLive(id);
-    if (live?.outcome) return this.send(replayable(live, fingerprint), route, response, true);
-    const execution = route.lease
-      ? () => this.phased.execute(id, fingerprint, route, next, request, response)
-      : () => this.executeOnce(id, fingerprint, route, next, response);
-    return defer(execution).pipe(
+    const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false };
+    return defer(() => this.settle(key, route, request, response, next, attempt)).pipe(
+      tap({
+        next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
+        error: (error: unknown) => this.events.emit({ ...attempt, outcome: outcomeOfError(error), status: statusOf(error) }),
+      }),
       mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)),
     );
+  }
+
+  private async settle(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, attempt: AttemptEvent): Promise<Settled> {
+    if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
+    if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
+    const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
+    attempt.keyHash = hashKey(id);
+    const fingerprint = this.fingerprint(route, request);
+    const live = await this.store.findLive(id);
+    if (live?.outcome) return { outcome: replayable(live, fingerprint), replayed: true };
+    return route.lease
+      ? this.phased.execute(id, fingerprint, route, next, request, response, attempt)
+      : this.executeOnce(id, fingerprint, route, next, response, attempt);
   }
 
   private fingerprint(route: IdempotentRoute, request: unknown): string {
@@ -69,29 +86,33 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** Claims the key and runs the handler, or replays what a concurrent owner committed meanwhile. */
-  private async executeOnce(
-    id: RecordId,
-    fingerprint: string,
-    route: IdempotentRoute,
-    next: CallHandler,
-    response: unknown,
-  ): Promise<{ outcome: RecordedOutcome; replayed: boolean }> {
+  private async executeOnce(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, response: unknown, attempt: AttemptEvent): Promise<Settled> {
     const runner = this.dataSource.createQueryRunner();
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');
+      const claimStarted = performance.now();
       const claim = await this.store.claim(runner, id, fingerprint, route.retention, route.wait).catch((error: unknown) => {
-        throw isLockTimeout(error) ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
-      });
+        if (!isLockTimeout(error)) throw error;
+        attempt.collided = true;
+        throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+      }).finally(() => (attempt.claimMs = performance.now() - claimStarted));
       if (!claim.claimed) {
+        attempt.collided = true;
         const existing = await this.store.findClaimed(runner, id);
         await runner.rollbackTransaction();
         if (!existing?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
         return { outcome: replayable(existing, fingerprint), replayed: true };
       }
+      if (claim.tookOver) attempt.tookOver = 'expired';
+      const handlerStarted = performance.now();
       const outcome = await this.runHandler(runner, route, next, response);
+      attempt.handlerMs = performance.now() - handlerStarted;
       await this.store.complete(runner, id, outcome);
-      await runner.commitTransaction();
+      await runner.commitTransaction().catch((error: Error) => {
+        this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
+        throw error;
+      });
       return { outcome, replayed: false };
     } catch (error) {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
@@ -128,9 +149,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
 }
 
 /** The record's outcome, if it was recorded for this same request. */
-function replayable(record: StoredRecord, fingerprint: string): RecordedOutcome {
+export function replayable(record: StoredRecord, fingerprint: string): RecordedOutcome {
   if (record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
   return record.outcome!;
+}
+
+function outcomeOfError(error: unknown): AttemptOutcome {
+  if (error instanceof IdempotencyKeyMissingException) return 'key_missing';
+  if (error instanceof IdempotencyKeyMalformedException) return 'key_malformed';
+  if (error instanceof IdempotencyKeyReusedException) return 'key_reused';
+  if (error instanceof IdempotencyRequestInProgressException) return 'conflict';
+  if (error instanceof IdempotencyRequestNotCanonicalException) return 'not_canonical';
+  return 'rolled_back';
+}
+
+function statusOf(error: unknown): number {
+  return error instanceof HttpException ? error.getStatus() : 500;
 }
 
 /** Every value of a header, one per header line (Express and Fastify merge repeated ones). */

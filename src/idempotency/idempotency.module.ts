@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { IdempotencyEventLog } from './events/idempotency-event-log.js';
+import { IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { IdempotencyFilter } from './idempotency.filter.js';
@@ -25,6 +27,8 @@ import { TransactionHost } from './transaction-host.js';
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     TransactionHost,
+    IdempotencyEvents,
+    IdempotencyEventLog,
     IdempotencyStore,
     IdempotentRoutes,
     IdempotentRoutesValidator,
@@ -40,6 +44,7 @@ import { TransactionHost } from './transaction-host.js';
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
   exports: [
     TransactionHost,
+    IdempotencyEvents,
     IdempotencyReaper,
     IdempotencyStore,
     IdempotentRoutes,

@@ -1,3 +1,4 @@
+import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
@@ -34,6 +35,8 @@ export interface IdempotencyModuleOptions {
   maxAttempts?: number;
   /** The scheduled reaper; `false` turns it off. */
   reaper?: ReaperOptions | false;
+  /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
+  onEvent?: (event: IdempotencyEvent) => void;
 }
 
 /** How the reaper deletes expired records and finishes abandoned claims. */
@@ -75,7 +78,8 @@ export interface IdempotentOptions {
   lease?: number;
 }
 
-export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper'>> {
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent'>> {
+  onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
 }
 
@@ -93,6 +97,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     wait: options.wait ?? 1000,
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
+    onEvent: options.onEvent,
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 60_000,

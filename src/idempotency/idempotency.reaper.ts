@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { IdempotencyEvents } from './events/idempotency-events.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
@@ -32,6 +33,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, OnApplicationS
   constructor(
     private readonly dataSource: DataSource,
     private readonly completer: AbandonedClaimsCompleter,
+    private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -77,7 +79,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, OnApplicationS
       if (deleted < batchSize || Date.now() - started >= timeBudgetMs) break;
     }
     result.elapsedMs = Date.now() - started;
-    if (result.deleted > 0) this.logger.log(`Reaped ${result.deleted} expired records in ${result.batches} batches, ${result.elapsedMs} ms`);
+    if (result.deleted > 0) this.events.emit({ kind: 'reaped', deleted: result.deleted, batches: result.batches, elapsedMs: result.elapsedMs });
     return result;
   }
 

@@ -7,6 +7,16 @@ export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
 export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
+export {
+  IdempotencyEvents,
+  type IdempotencyEvent,
+  type IdempotencyEventListener,
+  type AttemptEvent,
+  type AttemptOutcome,
+  type CommitFailedEvent,
+  type ReapedEvent,
+  type LeaseExpiredEvent,
+} from './events/idempotency-events.js';
 export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
 export { Phased, PhasedExecution } from './phases/phased-execution.js';

@@ -1,6 +1,7 @@
-import { HttpException, Inject, Injectable, Logger } from '@nestjs/common';
+import { HttpException, Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
 import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
@@ -27,13 +28,12 @@ export interface CompleterPass {
  */
 @Injectable()
 export class AbandonedClaimsCompleter {
-  private readonly logger = new Logger('IdempotencyCompleter');
-
   constructor(
     private readonly dataSource: DataSource,
     private readonly leases: LeaseStore,
     private readonly runner: PhasedOperationRunner,
     private readonly operations: PhasedOperations,
+    private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -47,15 +47,17 @@ export class AbandonedClaimsCompleter {
     for (const { owner_token, ...id } of candidates) {
       const owner = randomUUID();
       const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
-      if (claim) pass[await this.finish(id, owner, claim)]++;
+      if (!claim) continue;
+      const { result, reason } = await this.finish(id, owner, claim);
+      pass[result]++;
+      this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
     }
-    if (candidates.length) this.logger.log(`Abandoned claims: ${JSON.stringify(pass)} of ${candidates.length} found`);
     return pass;
   }
 
-  private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<keyof CompleterPass> {
+  private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
     const retention = this.options.retention;
-    if (!claim.resume) return (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released';
+    if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
     const handler = this.operations.get(claim.resume.operation);
     const giveUp = !handler
       ? `no phased operation named "${claim.resume.operation}" is registered`
@@ -63,9 +65,8 @@ export class AbandonedClaimsCompleter {
         ? `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`
         : undefined;
     if (giveUp) {
-      this.logger.warn(`Marking ${id.operation} failed: ${giveUp}`);
       await this.leases.finish(id, owner, operationFailedOutcome(giveUp), retention, giveUp);
-      return 'failed';
+      return { result: 'failed', reason: giveUp };
     }
     const { status, storeErrors, input } = claim.resume;
     try {
@@ -73,15 +74,14 @@ export class AbandonedClaimsCompleter {
       const body = output === undefined || output === null ? null : JSON.stringify(output);
       const headers: Record<string, string> = body === null ? {} : { 'content-type': 'application/json; charset=utf-8' };
       await this.leases.finish(id, owner, { status, headers, body }, retention);
-      return 'completed';
+      return { result: 'completed' };
     } catch (error) {
       if (error instanceof HttpException && storeErrors.includes(error.getStatus())) {
         await this.leases.finish(id, owner, captureError(error), retention);
-        return 'completed';
+        return { result: 'completed' };
       }
-      this.logger.warn(`Resuming ${id.operation} failed, will retry: ${(error as Error).message}`);
       await this.leases.release(id, owner).catch(() => undefined);
-      return 'released';
+      return { result: 'released', reason: `resuming failed, to be retried: ${(error as Error).message}` };
     }
   }
 }

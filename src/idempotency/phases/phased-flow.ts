@@ -1,8 +1,11 @@
 import { type CallHandler, HttpException, Inject, Injectable, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
+import type { AttemptEvent } from '../events/idempotency-events.js';
+import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import { IdempotencyKeyReusedException, IdempotencyRequestInProgressException, operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
@@ -41,11 +44,14 @@ export class PhasedFlow {
     next: CallHandler,
     request: Record<symbol, unknown>,
     response: unknown,
-  ): Promise<{ outcome: RecordedOutcome; replayed: boolean }> {
+    attempt: AttemptEvent,
+  ): Promise<Settled> {
     const owner = randomUUID();
     const leaseMs = route.lease!;
-    const claimed = await this.claimOrWait(id, fingerprint, route, owner);
+    const claimStarted = performance.now();
+    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => (attempt.claimMs = performance.now() - claimStarted));
     if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true };
+    if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
       if (!(await this.leases.finish(id, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
@@ -59,8 +65,10 @@ export class PhasedFlow {
       return this.runner.run(handler, input, { id, owner, leaseMs, results: claimed.phaseResults });
     });
     let outcome: RecordedOutcome;
+    const handlerStarted = performance.now();
     try {
       const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
+      attempt.handlerMs = performance.now() - handlerStarted;
       outcome = captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
       if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
@@ -85,11 +93,13 @@ export class PhasedFlow {
     fingerprint: string,
     route: IdempotentRoute,
     owner: string,
-  ): Promise<{ outcome: RecordedOutcome } | { attempts: number; phaseResults: Record<string, unknown> }> {
+    attempt: AttemptEvent,
+  ): Promise<{ outcome: RecordedOutcome } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
     const deadline = Date.now() + route.wait;
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
-      if (claim.claimed) return { attempts: claim.attempts, phaseResults: claim.phaseResults };
+      if (claim.claimed) return claim;
+      attempt.collided = true;
       const record = await this.leases.read(id);
       if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
       if (record?.outcome) return { outcome: record.outcome };

@@ -1,0 +1,34 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { type IdempotencyEvent, IdempotencyEvents } from './idempotency-events.js';
+
+/**
+ * One log line per notable outcome (conflict, mismatch, takeover, commit
+ * failure, reaper pass, lease expiry), keys hashed. The happy path (first
+ * executions and replays) stays quiet.
+ */
+@Injectable()
+export class IdempotencyEventLog {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(events: IdempotencyEvents) {
+    events.subscribe((event) => this.write(event));
+  }
+
+  private write(event: IdempotencyEvent): void {
+    switch (event.kind) {
+      case 'attempt':
+        if (event.outcome === 'conflict') this.logger.log(`conflict: ${event.operation} key#${event.keyHash} still in flight after ${event.claimMs ?? 0} ms, answered 409`);
+        if (event.outcome === 'key_reused') this.logger.warn(`key reused with a different request: ${event.operation} key#${event.keyHash}, answered 422`);
+        if (event.tookOver) this.logger.log(`takeover of ${event.tookOver === 'expired' ? 'an expired record' : 'a lapsed lease'}: ${event.operation} key#${event.keyHash}`);
+        return;
+      case 'commit_failed':
+        return this.logger.error(`commit failed: ${event.operation} key#${event.keyHash}: ${event.error}`);
+      case 'reaped':
+        return this.logger.log(`reaper: deleted ${event.deleted} expired records in ${event.batches} batches, ${event.elapsedMs} ms`);
+      case 'lease_expired': {
+        const line = `lease expired: ${event.operation} key#${event.keyHash} ${event.result}${event.reason ? `: ${event.reason}` : ''}`;
+        return event.result === 'failed' ? this.logger.warn(line) : this.logger.log(line);
+      }
+    }
+  }
+}

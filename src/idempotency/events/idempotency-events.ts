@@ -1,0 +1,97 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import type { RecordId } from '../idempotency.store.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+
+/** How one request to an idempotent route ended. */
+export type AttemptOutcome =
+  | 'executed' // the handler ran and its outcome was recorded: one logical operation
+  | 'replayed'
+  | 'conflict' // 409: still in flight after the wait
+  | 'key_reused' // 422: fingerprint mismatch
+  | 'key_missing'
+  | 'key_malformed'
+  | 'not_canonical'
+  | 'rolled_back'; // the handler failed; nothing was recorded
+
+/** One physical attempt: every request with (or missing) a key produces exactly one. */
+export interface AttemptEvent {
+  kind: 'attempt';
+  operation: string;
+  outcome: AttemptOutcome;
+  /** SHA-256 prefix of scope, operation and key: never the key itself. */
+  keyHash?: string;
+  /** It ran into a concurrent owner's claim (then replayed, or got 409). */
+  collided: boolean;
+  /** It took a record over: an expired one, or a phased claim whose lease lapsed. */
+  tookOver?: 'expired' | 'lease';
+  /** Time spent claiming, waits on a concurrent owner included. */
+  claimMs?: number;
+  handlerMs?: number;
+  /** The HTTP status answered. */
+  status?: number;
+}
+
+/** The COMMIT of a claim's transaction failed: the client gets an error, nothing was recorded. */
+export interface CommitFailedEvent {
+  kind: 'commit_failed';
+  operation: string;
+  keyHash: string;
+  error: string;
+}
+
+/** A reaper pass that deleted records. */
+export interface ReapedEvent {
+  kind: 'reaped';
+  deleted: number;
+  batches: number;
+  elapsedMs: number;
+}
+
+/** The completer took over a phased claim whose lease had lapsed. */
+export interface LeaseExpiredEvent {
+  kind: 'lease_expired';
+  operation: string;
+  keyHash: string;
+  result: 'completed' | 'failed' | 'discarded' | 'released';
+  reason?: string;
+}
+
+export type IdempotencyEvent = AttemptEvent | CommitFailedEvent | ReapedEvent | LeaseExpiredEvent;
+
+export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
+
+/**
+ * The outcomes of the module as events: metrics and logs are built on them,
+ * and users without Prometheus subscribe here (or pass `onEvent`).
+ */
+@Injectable()
+export class IdempotencyEvents {
+  private readonly listeners = new Set<IdempotencyEventListener>();
+
+  constructor(@Inject(RESOLVED_IDEMPOTENCY_OPTIONS) options: ResolvedModuleOptions) {
+    if (options.onEvent) this.listeners.add(options.onEvent);
+  }
+
+  /** Returns the function that unsubscribes. */
+  subscribe(listener: IdempotencyEventListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  emit(event: IdempotencyEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's failure must never fail the request it observes.
+      }
+    }
+  }
+}
+
+/** Identifies a key in events and logs without revealing it. */
+export function hashKey(id: RecordId): string {
+  return createHash('sha256').update(`${id.scope}\n${id.operation}\n${id.key}`).digest('hex').slice(0, 16);
+}
