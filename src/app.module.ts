@@ -6,6 +6,8 @@ import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { HealthController } from './health/health.controller.js';
 import { IdempotencyModule, type IdempotencyModuleOptions } from './idempotency/index.js';
+import { IdempotencyMetricsModule } from './idempotency/metrics/index.js';
+import { MetricsController } from './metrics/metrics.controller.js';
 import { OrdersModule } from './orders/orders.module.js';
 import { PaymentsModule } from './payments/payments.module.js';
 
@@ -30,10 +32,11 @@ export class AppModule {
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyMetricsModule.forRoot(),
         OrdersModule,
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
       ],
-      controllers: [HealthController],
+      controllers: [HealthController, MetricsController],
       providers: [
         { provide: API_KEYS, useValue: parseApiKeys(options.apiKeys ?? process.env.API_KEYS ?? DEFAULT_API_KEYS) },
         { provide: APP_GUARD, useClass: ApiKeyGuard },
