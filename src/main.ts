@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from './app.module.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
+import { serveOpenApi } from './openapi.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from './payment-provider/fake-payment-provider.js';
 
 const logger = new Logger('Demo');
@@ -42,6 +43,7 @@ async function bootstrap(): Promise<void> {
       },
     }),
   );
+  serveOpenApi(app);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
   logger.log(`Orders demo listening on http://127.0.0.1:${port}`);

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
+import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes } from './idempotent-route.js';
@@ -10,6 +10,7 @@ import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './ide
 import { resolveModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
 import { IdempotencyStore } from './idempotency.store.js';
+import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
 import { PhasedFlow } from './phases/phased-flow.js';
@@ -40,6 +41,13 @@ import { TransactionHost } from './transaction-host.js';
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,
+    { provide: SWAGGER_LOADER, useValue: loadSwagger },
+    {
+      // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
+      provide: documentIdempotentRoutes,
+      useFactory: documentIdempotentRoutes,
+      inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, SWAGGER_LOADER],
+    },
   ],
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
   exports: [

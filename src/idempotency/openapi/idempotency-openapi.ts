@@ -1,0 +1,86 @@
+import { Logger } from '@nestjs/common';
+import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IdempotencyProblemType } from '../idempotency.exceptions.js';
+import type { IdempotentRoutes } from '../idempotent-route.js';
+import { MAX_KEY_LENGTH } from '../idempotency-key.js';
+import { REPLAYED_HEADER } from '../recorded-outcome.js';
+
+/** The part of @nestjs/swagger this uses; loaded only if the app has it installed. */
+type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiHeader' | 'ApiResponse'>;
+export type SwaggerLoader = () => Promise<Swagger>;
+
+export const SWAGGER_LOADER = Symbol('idempotency:swagger-loader');
+export const loadSwagger: SwaggerLoader = () => import('@nestjs/swagger');
+
+const PROBLEM_SCHEMA = {
+  type: 'object',
+  required: ['type', 'title', 'status', 'detail'],
+  properties: {
+    type: { type: 'string', format: 'uri', description: 'A stable problem type URI' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+  },
+};
+
+const PROBLEMS: Array<[number, string, string[]]> = [
+  [400, 'The idempotency key is missing or malformed, or the request has no canonical form', [IdempotencyProblemType.KeyMissing, IdempotencyProblemType.KeyMalformed, IdempotencyProblemType.RequestNotCanonical]],
+  [409, 'A request with this key is still in flight: retry after Retry-After seconds', [IdempotencyProblemType.RequestInProgress]],
+  [422, 'The key was already used for a different request', [IdempotencyProblemType.KeyReused]],
+];
+
+/** Handlers already documented: several apps in one process share their metadata. */
+const documented = new WeakSet<Function>();
+
+/**
+ * Documents every `@Idempotent()` route through @nestjs/swagger: the key
+ * header, the 400/409/422 problem responses and the `Idempotent-Replayed`
+ * header of the success response. It runs while the app is created, before
+ * `SwaggerModule.createDocument()` reads the metadata, and does nothing when
+ * @nestjs/swagger is not installed.
+ */
+export async function documentIdempotentRoutes(
+  discovery: DiscoveryService,
+  scanner: MetadataScanner,
+  routes: IdempotentRoutes,
+  load: SwaggerLoader,
+): Promise<void> {
+  const swagger = await load().catch(() => undefined);
+  if (!swagger) return new Logger('Idempotency').debug('@nestjs/swagger is not installed: routes are not documented');
+  for (const wrapper of discovery.getControllers()) {
+    const controller = wrapper.metatype as Function | null;
+    if (!controller?.prototype) continue;
+    for (const name of scanner.getAllMethodNames(controller.prototype)) {
+      const descriptor = Object.getOwnPropertyDescriptor(controller.prototype, name)!;
+      const route = routes.of(controller, descriptor.value);
+      if (!route || documented.has(descriptor.value)) continue;
+      documented.add(descriptor.value);
+      const decorate = (decorator: MethodDecorator) => decorator(controller.prototype, name, descriptor);
+      decorate(
+        swagger.ApiHeader({
+          name: route.headerName,
+          required: route.required,
+          description: `Names one logical operation: retries with the same key and request replay the first outcome for ${Math.round(route.retention / 3_600_000)} h. 1 to ${MAX_KEY_LENGTH} visible ASCII characters, bare or as an RFC 8941 quoted string.`,
+          schema: { type: 'string', minLength: 1, maxLength: MAX_KEY_LENGTH + 2, pattern: '^[\\x21-\\x7E]+$' },
+        }),
+      );
+      decorate(
+        swagger.ApiResponse({
+          status: route.successStatus,
+          description: 'The outcome, first or replayed',
+          headers: { [REPLAYED_HEADER]: { description: 'Present, and `true`, on a replay of a recorded outcome', schema: { type: 'string', enum: ['true'] } } },
+        }),
+      );
+      for (const [status, description, types] of PROBLEMS) {
+        decorate(
+          swagger.ApiResponse({
+            status,
+            description: `${description} (${types.join(', ')})`,
+            content: { 'application/problem+json': { schema: PROBLEM_SCHEMA } },
+            ...(status === 409 ? { headers: { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } } } : {}),
+          }),
+        );
+      }
+    }
+  }
+}

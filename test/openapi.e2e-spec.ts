@@ -1,0 +1,59 @@
+import request from 'supertest';
+import { AppModule } from '../src/app.module.js';
+import { SWAGGER_LOADER } from '../src/idempotency/openapi/idempotency-openapi.js';
+import { openApiDocument, serveOpenApi } from '../src/openapi.js';
+import { startApp, type RunningApp } from './support/http-app.js';
+import { EntriesController, LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+describe('OpenAPI', () => {
+  let db: TestDatabase;
+  let running: RunningApp;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: 'http://127.0.0.1:9' })] }, (app) => serveOpenApi(app));
+  });
+  afterAll(async () => {
+    await running?.close();
+    await db?.drop();
+  });
+
+  it('documents the key header, the problem responses and the replay header of @Idempotent() routes', () => {
+    const document = openApiDocument(running.app);
+    const create = document.paths['/orders'].post!;
+    expect(create.parameters).toContainEqual(
+      expect.objectContaining({ in: 'header', name: 'Idempotency-Key', required: true, schema: expect.objectContaining({ type: 'string', minLength: 1 }) }),
+    );
+    for (const status of ['400', '409', '422']) {
+      const response = create.responses[status] as { content: Record<string, { schema: { properties: object } }> };
+      expect(Object.keys(response.content)).toEqual(['application/problem+json']);
+      expect(Object.keys(response.content['application/problem+json'].schema.properties)).toEqual(['type', 'title', 'status', 'detail']);
+    }
+    expect(create.responses['409']).toMatchObject({ headers: { 'Retry-After': expect.any(Object) } });
+    expect(create.responses['201']).toMatchObject({ headers: { 'Idempotent-Replayed': expect.any(Object) } });
+    expect(document.paths['/orders/{id}/payments'].post!.responses['201']).toMatchObject({ headers: { 'Idempotent-Replayed': expect.any(Object) } });
+    expect(document.paths['/orders'].get!.parameters ?? []).not.toContainEqual(expect.objectContaining({ name: 'Idempotency-Key' }));
+  });
+
+  it('serves Swagger UI at /docs and the document at /docs-json', async () => {
+    expect((await request(running.url).get('/docs')).text).toContain('swagger-ui');
+    const json = await request(running.url).get('/docs-json');
+    expect(json.status).toBe(200);
+    expect(json.body.paths['/orders'].post.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key' }));
+  });
+
+  it('leaves routes undocumented, and working, when @nestjs/swagger is not installed', async () => {
+    const withoutSwagger = await startApp({ imports: ledgerAppModules(db.url) }, undefined, (builder) =>
+      builder.overrideProvider(SWAGGER_LOADER).useValue(() => Promise.reject(new Error("Cannot find package '@nestjs/swagger'"))),
+    );
+    try {
+      expect(Reflect.getMetadata('swagger/apiHeaders', EntriesController.prototype.create)).toBeUndefined();
+      const response = await request(withoutSwagger.url).post('/entries').set('Idempotency-Key', 'no-swagger').send({ label: 'x' });
+      expect(response.status).toBe(201);
+    } finally {
+      await withoutSwagger.close();
+    }
+  });
+});
