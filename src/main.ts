@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 import { serveOpenApi } from './openapi.js';
@@ -14,6 +15,7 @@ const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefi
  * Serves the demo on PORT (default 3000), against DATABASE_URL or, without
  * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR; charges
  * through PAYMENT_PROVIDER_URL or, without it, a fake provider on loopback.
+ * HTTP_ADAPTER=fastify serves it on Fastify instead of Express.
  */
 async function bootstrap(): Promise<void> {
   let embedded: EmbeddedDatabase | undefined;
@@ -32,8 +34,7 @@ async function bootstrap(): Promise<void> {
     logger.log(`Fake payment provider on ${provider.url}`);
   }
   const reaperInterval = optionalNumber('REAPER_INTERVAL_MS');
-  const app = await NestFactory.create(
-    AppModule.forRoot({
+  const appModule = AppModule.forRoot({
       databaseUrl,
       paymentProviderUrl,
       paymentTimeoutMs: optionalNumber('PAYMENT_PROVIDER_TIMEOUT_MS'),
@@ -41,12 +42,12 @@ async function bootstrap(): Promise<void> {
         lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
       },
-    }),
-  );
+    });
+  const app = env.HTTP_ADAPTER === 'fastify' ? await NestFactory.create(appModule, new FastifyAdapter()) : await NestFactory.create(appModule);
   serveOpenApi(app);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
-  logger.log(`Orders demo listening on http://127.0.0.1:${port}`);
+  logger.log(`Orders demo listening on http://127.0.0.1:${port} (${env.HTTP_ADAPTER === 'fastify' ? 'Fastify' : 'Express'})`);
 
   const shutdown = async (signal: string) => {
     logger.log(`${signal}: closing the app${embedded ? ' and the embedded database' : ''}`);

@@ -4,13 +4,13 @@ import request from 'supertest';
 import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 
 type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('IdempotencyModule request flow', () => {
+describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -31,7 +31,7 @@ describe('IdempotencyModule request flow', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url) });
+    running = await startApp({ imports: ledgerAppModules(db.url) }, { adapter });
     ledger = running.app.get(Ledger);
   });
   afterEach(() => {
@@ -224,7 +224,7 @@ describe('IdempotencyModule request flow', () => {
   });
 });
 
-describe('IdempotencyModule configuration', () => {
+describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -247,7 +247,7 @@ describe('IdempotencyModule configuration', () => {
     ['useExisting', { imports: [OptionsModule], useExisting: OptionsFactory }],
   ])('takes async options through %s', async (_case, asyncOptions) => {
     const [typeorm, , entries] = ledgerAppModules(db.url);
-    const running = await startApp({ imports: [typeorm, IdempotencyModule.forRootAsync(asyncOptions), entries] });
+    const running = await startApp({ imports: [typeorm, IdempotencyModule.forRootAsync(asyncOptions), entries] }, { adapter });
     try {
       const key = `async-${_case}`;
       const first = await request(running.url).post('/entries').set('X-Request-Key', key).send({ label: key });

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
 import { IdempotencyMetricsModule } from '../src/idempotency/metrics/index.js';
 import { MetricsController } from '../src/metrics/metrics.controller.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -17,7 +17,7 @@ function sample(metrics: string, name: string, labels: Record<string, string> = 
   return 0;
 }
 
-describe('/metrics under a scripted scenario', () => {
+describe.each(HTTP_ADAPTERS)('/metrics under a scripted scenario (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   const post = (path: string, key: string | undefined, label: string) => {
@@ -37,7 +37,7 @@ describe('/metrics under a scripted scenario', () => {
     running = await startApp({
       imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false }), IdempotencyMetricsModule.forRoot()],
       controllers: [MetricsController],
-    });
+    }, { adapter });
   });
   afterAll(async () => {
     await running?.close();

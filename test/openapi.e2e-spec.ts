@@ -6,14 +6,18 @@ import { startApp, type RunningApp } from './support/http-app.js';
 import { EntriesController, LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
+// In-process on Express only: on Fastify, Swagger UI loads @fastify/static through a
+// require() that Jest's ESM mode cannot serve. test/demo.e2e-spec.ts checks /docs on
+// Fastify against the real demo process.
 describe('OpenAPI', () => {
+  const adapter = 'express';
   let db: TestDatabase;
   let running: RunningApp;
 
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: 'http://127.0.0.1:9' })] }, (app) => serveOpenApi(app));
+    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: 'http://127.0.0.1:9' })] }, { adapter, configure: serveOpenApi });
   });
   afterAll(async () => {
     await running?.close();
@@ -45,8 +49,9 @@ describe('OpenAPI', () => {
   });
 
   it('leaves routes undocumented, and working, when @nestjs/swagger is not installed', async () => {
-    const withoutSwagger = await startApp({ imports: ledgerAppModules(db.url) }, undefined, (builder) =>
-      builder.overrideProvider(SWAGGER_LOADER).useValue(() => Promise.reject(new Error("Cannot find package '@nestjs/swagger'"))),
+    const withoutSwagger = await startApp(
+      { imports: ledgerAppModules(db.url) },
+      { adapter, adjust: (builder) => builder.overrideProvider(SWAGGER_LOADER).useValue(() => Promise.reject(new Error("Cannot find package '@nestjs/swagger'"))) },
     );
     try {
       expect(Reflect.getMetadata('swagger/apiHeaders', EntriesController.prototype.create)).toBeUndefined();

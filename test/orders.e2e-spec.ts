@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { AppModule } from '../src/app.module.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const ACME = 'Bearer demo-key-acme';
@@ -8,7 +8,7 @@ const GLOBEX = 'Bearer demo-key-globex';
 /** These tests take no payments. */
 const UNUSED_PROVIDER = 'http://127.0.0.1:9';
 
-describe('demo orders app', () => {
+describe.each(HTTP_ADAPTERS)('demo orders app (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   let keySeq = 0;
@@ -24,7 +24,7 @@ describe('demo orders app', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: UNUSED_PROVIDER })] });
+    running = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: UNUSED_PROVIDER })] }, { adapter });
   });
   afterAll(async () => {
     await running?.close();
@@ -206,7 +206,7 @@ describe('demo orders app', () => {
 
     it('pages through the tenant’s orders, newest first', async () => {
       const auth = 'Bearer page-key';
-      const paged = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, apiKeys: 'page-key:pager', paymentProviderUrl: UNUSED_PROVIDER })] });
+      const paged = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, apiKeys: 'page-key:pager', paymentProviderUrl: UNUSED_PROVIDER })] }, { adapter });
       try {
         const ids: string[] = [];
         for (let i = 0; i < 5; i++) {

@@ -2,13 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakePaymentProvider, type FakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
 import { type DemoProcess, startDemoProcess } from './support/demo-process.js';
+import { HTTP_ADAPTERS } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /**
  * The app process is SIGKILLed after the provider charged and before the
  * payment was captured: the case no database transaction covers.
  */
-describe('a crash between the external charge and the final commit', () => {
+describe.each(HTTP_ADAPTERS)('a crash between the external charge and the final commit (%s)', (adapter) => {
   let db: TestDatabase;
   let provider: FakePaymentProvider;
   const demos: DemoProcess[] = [];
@@ -19,6 +20,7 @@ describe('a crash between the external charge and the final commit', () => {
       PAYMENT_PROVIDER_TIMEOUT_MS: '60000',
       IDEMPOTENCY_LEASE_MS: '1000',
       REAPER_INTERVAL_MS: String(reaperIntervalMs),
+      HTTP_ADAPTER: adapter,
     });
     demos.push(demo);
     return demo;

@@ -2,10 +2,10 @@ import request from 'supertest';
 import { AppModule } from '../src/app.module.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
-describe('demo payments (phased)', () => {
+describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
   let db: TestDatabase;
   let provider: FakePaymentProvider;
   let running: RunningApp;
@@ -20,7 +20,7 @@ describe('demo payments (phased)', () => {
     provider = await startFakePaymentProvider();
     running = await startApp({
       imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false } })],
-    });
+    }, { adapter });
   });
   afterAll(async () => {
     await running?.close();

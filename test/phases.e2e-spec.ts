@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbandonedClaimsCompleter, downstreamKey } from '../src/idempotency/index.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -9,7 +9,7 @@ const PATH = '/entries/transfers';
 const OPERATION = 'POST /entries/transfers';
 const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false } as const;
 
-describe('phased operations', () => {
+describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   let gate: NotifyGate;
@@ -31,7 +31,7 @@ describe('phased operations', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) });
+    running = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) }, { adapter });
     gate = running.app.get(NotifyGate);
     transfer = running.app.get(LedgerTransfer);
   });
@@ -154,7 +154,7 @@ describe('phased operations', () => {
     gate.mode = 'fail';
     const keys = Array.from({ length: 8 }, newKey);
     for (const key of keys) expect((await send(key, 'contended')).status).toBe(502);
-    const other = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) });
+    const other = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) }, { adapter });
     try {
       gate.mode = 'pass';
       const otherGate = other.app.get(NotifyGate);

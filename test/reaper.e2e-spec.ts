@@ -2,7 +2,7 @@ import pg from 'pg';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyReaper } from '../src/idempotency/index.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -17,7 +17,7 @@ async function seed(db: TestDatabase, prefix: string, count: number, expiresAt: 
 const countOf = async (db: TestDatabase, prefix: string) =>
   Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM idempotency_records WHERE key LIKE $1 || '%'`, [prefix]))[0].n);
 
-describe('IdempotencyReaper', () => {
+describe.each(HTTP_ADAPTERS)('IdempotencyReaper (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   let reaper: IdempotencyReaper;
@@ -25,7 +25,7 @@ describe('IdempotencyReaper', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) });
+    running = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) }, { adapter });
     reaper = running.app.get(IdempotencyReaper);
   });
   afterAll(async () => {
@@ -80,7 +80,7 @@ describe('IdempotencyReaper', () => {
 
   it('lets only one of several instances reap at a time, and together they delete each record once', async () => {
     await seed(db, 'shared-', 3000, `now() - interval '1 hour'`);
-    const other = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) });
+    const other = await startApp({ imports: ledgerAppModules(db.url, { reaper: { batchSize: 100, intervalMs: 3_600_000 } }) }, { adapter });
     try {
       const results = await Promise.all([reaper, other.app.get(IdempotencyReaper)].map((instance) => instance.reap(new Date())));
       const leftover = await reaper.reap(new Date());
@@ -92,7 +92,7 @@ describe('IdempotencyReaper', () => {
   });
 
   it('runs on its interval and stops at shutdown', async () => {
-    const ticking = await startApp({ imports: ledgerAppModules(db.url, { reaper: { intervalMs: 50 } }) });
+    const ticking = await startApp({ imports: ledgerAppModules(db.url, { reaper: { intervalMs: 50 } }) }, { adapter });
     await seed(db, 'ticked-', 20, `now() - interval '1 hour'`);
     for (let i = 0; i < 100 && (await countOf(db, 'ticked-')) > 0; i++) await sleep(20);
     expect(await countOf(db, 'ticked-')).toBe(0);

@@ -29,6 +29,15 @@ const PROBLEMS: Array<[number, string, string[]]> = [
   [422, 'The key was already used for a different request', [IdempotencyProblemType.KeyReused]],
 ];
 
+/** A misconfigured route is left to the startup validator, which reports it with the app's other checks. */
+function documentable(routes: IdempotentRoutes, controller: Function, handler: Function) {
+  try {
+    return routes.of(controller, handler);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Handlers already documented: several apps in one process share their metadata. */
 const documented = new WeakSet<Function>();
 
@@ -52,7 +61,7 @@ export async function documentIdempotentRoutes(
     if (!controller?.prototype) continue;
     for (const name of scanner.getAllMethodNames(controller.prototype)) {
       const descriptor = Object.getOwnPropertyDescriptor(controller.prototype, name)!;
-      const route = routes.of(controller, descriptor.value);
+      const route = documentable(routes, controller, descriptor.value);
       if (!route || documented.has(descriptor.value)) continue;
       documented.add(descriptor.value);
       const decorate = (decorator: MethodDecorator) => decorator(controller.prototype, name, descriptor);

@@ -1,0 +1,38 @@
+import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { APP_PIPE } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { dataSourceOptions } from '../src/database/data-source-options.js';
+import { IdempotencyModule } from '../src/idempotency/index.js';
+import { BENCH_TENANT } from './bare-order-transaction.js';
+import { BenchOrdersModule } from './bench-orders.controller.js';
+import { type PeerOptions, PeerOrdersModule } from './peer-orders.controller.js';
+
+/** What the bench app is started with. */
+export interface BenchAppOptions {
+  databaseUrl: string;
+  /** Set when a Redis server answers: adds the peer's route. */
+  peer?: PeerOptions;
+}
+
+/**
+ * The bench app: the demo's data source and IdempotencyModule, the demo's
+ * ValidationPipe settings, and the bench routes instead of the demo's.
+ */
+@Module({})
+export class BenchAppModule {
+  static forRoot(options: BenchAppOptions): DynamicModule {
+    return {
+      module: BenchAppModule,
+      imports: [
+        TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
+        IdempotencyModule.forRoot({ tenant: () => BENCH_TENANT }),
+        BenchOrdersModule,
+        ...(options.peer ? [PeerOrdersModule.forRoot(options.peer)] : []),
+      ],
+      providers: [
+        // The demo's AppModule does not export its pipe, so its settings are repeated here.
+        { provide: APP_PIPE, useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }) },
+      ],
+    };
+  }
+}

@@ -1,0 +1,55 @@
+import { Body, Controller, Module, Post, Res } from '@nestjs/common';
+import { Idempotent } from '../src/idempotency/index.js';
+import { CreateOrderDto } from '../src/orders/dto/create-order.dto.js';
+import type { OrderView } from '../src/orders/order.entity.js';
+import { OrdersService } from '../src/orders/orders.service.js';
+import { BareOrderTransaction, BENCH_TENANT } from './bare-order-transaction.js';
+
+/** Express and Fastify responses both set headers this way. */
+export interface HeaderWriter {
+  header(name: string, value: string): unknown;
+}
+
+/**
+ * The bench's own routes, never part of the demo app. Each takes the demo's
+ * order body through the same ValidationPipe and, where it writes, answers
+ * like the demo's `POST /orders` (201, the order, `Location`).
+ */
+@Controller('bench')
+export class BenchOrdersController {
+  constructor(
+    private readonly orders: OrdersService,
+    private readonly bare: BareOrderTransaction,
+  ) {}
+
+  /** The framework floor: routing, body parsing and validation, no database. */
+  @Post('floor')
+  floor(@Body() dto: CreateOrderDto): { sku: string; quantity: number } {
+    return { sku: dto.sku, quantity: dto.quantity };
+  }
+
+  /** The business transaction alone: what the idempotency layer is compared with. */
+  @Post('orders/bare')
+  async createBare(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.bare.create(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
+  /** The demo's `POST /orders` handler: the claim, the order, its outbox event and the outcome in one transaction. */
+  @Post('orders/idempotent')
+  @Idempotent()
+  async createIdempotent(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.orders.create(BENCH_TENANT, dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+}
+
+/** The bench routes and the demo's OrdersService they drive. */
+@Module({
+  controllers: [BenchOrdersController],
+  providers: [OrdersService, BareOrderTransaction],
+  exports: [BareOrderTransaction],
+})
+export class BenchOrdersModule {}

@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
+import { createBenchDatabase } from './bench-database.js';
+import { startBenchApp, startLoadGenerator } from './child-processes.js';
+import type { BenchOptions } from './cli-options.js';
+import type { CleanupStack } from './cleanup-stack.js';
+import type { PeerOptions } from './peer-orders.controller.js';
+import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
+import { formatReport } from './report-table.js';
+import { renderResultsChart } from './results-chart.js';
+import { currentCommit, describeMachine, writeResults } from './results-file.js';
+import { loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
+import { headlineRatios, ratiosToBare, summarise, type ScenarioRun } from './statistics.js';
+
+/** Slack on top of a job's own duration before the runner gives up on the load generator. */
+const JOB_SLACK_MS = 120_000;
+
+/**
+ * One bench run: a fresh database, the bench app and the load generator as
+ * child processes, every scenario once per round in a fixed interleaved
+ * order, then the report, `bench/results/<name>.json` and `.svg`.
+ * Resolves to the exit code: 1 when any scenario had a problem.
+ */
+export async function runBenchSession(options: BenchOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
+  const unknown = options.only?.filter((id) => !SCENARIOS.some((scenario) => scenario.id === id)) ?? [];
+  if (unknown.length) throw new Error(`unknown scenario ids: ${unknown.join(', ')}`);
+  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const notes = [
+    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
+  ];
+
+  const database = await createBenchDatabase(runId, log);
+  cleanup.add('database', database.close);
+  const machine = describeMachine(database.description);
+  const peer = await peerFor(options, runId, cleanup, notes, log);
+  const scenarios = SCENARIOS.filter((scenario) => (!scenario.peer || peer) && (!options.only || options.only.includes(scenario.id)));
+  if (peer) notes.push('The peer records its outcome in Redis after the business transaction committed, so its record and the order are not atomic; the bench measures cost, not guarantees.');
+
+  const app = await startBenchApp({ databaseUrl: database.url, peer });
+  cleanup.add('bench app', app.stop);
+  const load = startLoadGenerator();
+  cleanup.add('load generator', load.stop);
+  const appDied = app.exited.then((code) => Promise.reject(new Error(`the bench app exited (code ${code}) during the run`)));
+  appDied.catch(() => undefined);
+
+  log(machine.line);
+  log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
+  const runs: ScenarioRun[] = [];
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const scenario of scenarios) {
+      const job = loadJobFor(scenario, round, options, runId, app.url);
+      const timeoutMs = (options.warmupSeconds + options.durationSeconds) * 1000 + JOB_SLACK_MS;
+      const phases = await Promise.race([load.run(job, timeoutMs), appDied]);
+      const run: ScenarioRun = { scenario: scenario.id, round, phases, measured: phases[phases.length - 1], problems: problemsOf(scenario, phases) };
+      runs.push(run);
+      log(progressLine(scenario, run, options.rounds));
+    }
+  }
+  machine.loadAverageAtEnd = loadavg().map((value) => Math.round(value * 100) / 100);
+
+  const summaries = summarise(scenarios, runs);
+  const ratios = ratiosToBare(summaries, runs);
+  const headline = headlineRatios(ratios, summaries);
+  console.log(`\n${formatReport(runs, summaries, ratios, headline)}\n`);
+  console.log(`Machine: ${machine.line}; load average ${machine.loadAverageAtStart.join(' ')} at the start, ${machine.loadAverageAtEnd.join(' ')} at the end.`);
+
+  const svg = await renderResultsChart(runs, summaries, machine.line).catch((error: unknown) => {
+    notes.push(`The chart could not be drawn: ${String(error)}`);
+    return undefined;
+  });
+  const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
+  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
+  log(`wrote ${written.join(', ')}`);
+  for (const note of notes) log(`note: ${note}`);
+
+  const problems = summaries.flatMap((summary) => summary.problems.map((problem) => `${summary.label}, ${problem}`));
+  for (const problem of problems) log(`PROBLEM: ${problem}`);
+  return problems.length ? 1 : 0;
+}
+
+/** The peer's settings when it should run and a Redis server answers; its keys are removed at cleanup. */
+async function peerFor(options: BenchOptions, runId: string, cleanup: CleanupStack, notes: string[], log: (line: string) => void): Promise<PeerOptions | undefined> {
+  const wanted = !options.only || options.only.some((id) => id.startsWith('peer-'));
+  if (!options.peer || !wanted) {
+    if (!options.peer) notes.push('The peer (@node-idempotency/nestjs) was skipped: --no-peer.');
+    return undefined;
+  }
+  if (!(await redisAnswers(options.redisUrl))) {
+    const note = `The peer (@node-idempotency/nestjs) was skipped: no Redis server answers at ${options.redisUrl}.`;
+    notes.push(note);
+    log(note);
+    return undefined;
+  }
+  const keyPrefix = `idempotency-bench:${runId}`;
+  cleanup.add('peer keys', async () => log(`removed ${await deleteRedisKeys(options.redisUrl, `${keyPrefix}:*`)} peer keys from Redis`));
+  return { redisUrl: options.redisUrl, keyPrefix };
+}
+
+function progressLine(scenario: Scenario, run: ScenarioRun, rounds: number): string {
+  const { requestsPerSecond, latencyMs, non2xx } = run.measured;
+  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${latencyMs.p50.toFixed(1).padStart(6)} ms  p99 ${latencyMs.p99.toFixed(1).padStart(6)} ms  non-2xx ${non2xx}`;
+  const problems = run.problems.length ? `  PROBLEM: ${run.problems.join('; ')}` : '';
+  return `round ${run.round}/${rounds}  ${scenario.label.padEnd(21)} ${numbers}${problems}`;
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}

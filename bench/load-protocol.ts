@@ -1,0 +1,68 @@
+/**
+ * Messages between the bench runner and its two child processes (the bench
+ * app and the load generator), sent over the IPC channel of `fork()`.
+ */
+
+/** How the load generator picks the `Idempotency-Key` of each request. */
+export type KeyPlan =
+  /** A key never sent before, on every request. */
+  | { mode: 'fresh'; prefix: string }
+  /** Keys `prefix-0 … prefix-(poolSize-1)`, in turn, shared by all connections. */
+  | { mode: 'cycle'; prefix: string; poolSize: number }
+  /** Connections in groups of `burstSize`; the n-th request of every member of a group carries the same key. */
+  | { mode: 'burst'; prefix: string; burstSize: number };
+
+/** One phase of load: a number of requests (`amount`) or a duration. */
+export interface LoadPhase {
+  name: 'prepare' | 'warm-up' | 'measure';
+  connections: number;
+  durationSeconds?: number;
+  amount?: number;
+  keys: KeyPlan;
+}
+
+/** What the runner asks the load generator to do for one scenario in one round. */
+export interface LoadJob {
+  url: string;
+  body: string;
+  phases: LoadPhase[];
+}
+
+/** Whether groups of duplicate requests really were in flight at the same time. */
+export interface BurstOverlap {
+  /** Keys whose every member got an answer. */
+  completeGroups: number;
+  /** Complete groups in which the last member was sent before the first answer came back. */
+  overlappingGroups: number;
+}
+
+/** The numbers of one load phase. */
+export interface PhaseResult {
+  name: LoadPhase['name'];
+  durationSeconds: number;
+  /** Completed responses, any status. */
+  responses: number;
+  requestsPerSecond: number;
+  latencyMs: { average: number; p50: number; p90: number; p99: number; max: number };
+  statusCounts: Record<string, number>;
+  non2xx: number;
+  /** Connection errors, timeouts included. */
+  errors: number;
+  timeouts: number;
+  /** 2xx responses with `Idempotent-Replayed: true`. */
+  replayed2xx: number;
+  /** 2xx responses without it. */
+  fresh2xx: number;
+  burst?: BurstOverlap;
+}
+
+/** Runner to load generator: run this job. */
+export type LoadRequest = { type: 'run'; job: LoadJob };
+/** Load generator to runner: the job's phases, or why it failed. */
+export type LoadReply = { type: 'result'; phases: PhaseResult[] } | { type: 'failed'; message: string };
+
+/** Sent by the bench app once it listens. */
+export interface AppReady {
+  type: 'listening';
+  port: number;
+}

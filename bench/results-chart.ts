@@ -1,0 +1,65 @@
+import { parse, View } from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import type { ScenarioRun, ScenarioSummary } from './statistics.js';
+
+/** One view of an `hconcat`: vega-lite exports only its top-level spec type. */
+type PanelSpec = Extract<TopLevelSpec, { hconcat: unknown }>['hconcat'][number];
+
+interface ChartRow {
+  scenario: string;
+  round: number;
+  requestsPerSecond: number;
+  p99Ms: number;
+}
+
+/**
+ * The results as an SVG: throughput and p99 latency by scenario, a bar for
+ * the median over rounds and a dot for each round, so the spread between
+ * rounds is as visible as the median. Rendered headless: vega-lite compiles
+ * to a vega spec, and a vega View without a renderer writes the SVG.
+ */
+export async function renderResultsChart(runs: readonly ScenarioRun[], summaries: readonly ScenarioSummary[], subtitle: string): Promise<string> {
+  const labelOf = new Map(summaries.map((summary) => [summary.id, summary.label]));
+  const values: ChartRow[] = runs.map((run) => ({
+    scenario: labelOf.get(run.scenario) ?? run.scenario,
+    round: run.round,
+    requestsPerSecond: round1(run.measured.requestsPerSecond),
+    p99Ms: round1(run.measured.latencyMs.p99),
+  }));
+  const order = summaries.map((summary) => summary.label);
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: 'Idempotency layer against the bare business transaction', subtitle: [subtitle, 'bars: median over rounds; dots: one per round'], anchor: 'start' },
+    data: { values },
+    hconcat: [panel('requestsPerSecond', 'requests per second', order, ',.0f'), panel('p99Ms', 'p99 latency (ms)', order, '.1f')],
+    config: { font: 'sans-serif', view: { stroke: null } },
+  };
+  const view = new View(parse(compile(spec).spec), { renderer: 'none' });
+  try {
+    return await view.toSVG();
+  } finally {
+    view.finalize();
+  }
+}
+
+/** One measure by scenario: median bar, its value above it, and a dot per round. */
+function panel(field: keyof ChartRow, title: string, order: string[], format: string): PanelSpec {
+  const x = { field: 'scenario', type: 'nominal', sort: order, title: null, axis: { labelAngle: -35 } } as const;
+  return {
+    width: 380,
+    height: 240,
+    title,
+    layer: [
+      { mark: { type: 'bar', color: '#9ecae1' }, encoding: { x, y: { aggregate: 'median', field, type: 'quantitative', title: null } } },
+      {
+        mark: { type: 'text', dy: -6, fontSize: 10 },
+        encoding: { x, y: { aggregate: 'median', field, type: 'quantitative' }, text: { aggregate: 'median', field, type: 'quantitative', format } },
+      },
+      { mark: { type: 'point', filled: true, color: '#08519c', size: 36, opacity: 0.8 }, encoding: { x, y: { field, type: 'quantitative' } } },
+    ],
+  };
+}
+
+function round1(value: number): number {
+  return Math.round(value * 10) / 10;
+}

@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { BenchOptions } from './cli-options.js';
+import type { HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary } from './statistics.js';
+
+/** The checkout: this file runs from dist/bench/. */
+const CHECKOUT_DIR = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Where results are written: bench/results/ in the checkout, not in dist/. */
+export const RESULTS_DIR = join(CHECKOUT_DIR, 'bench', 'results');
+
+/** The machine the numbers come from, and what shared it. */
+export interface MachineDescription {
+  /** One line for people, e.g. `2 × AMD EPYC, shared by …`. */
+  line: string;
+  cpuCount: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  database: string;
+  /** 1, 5 and 15 minute load averages, at the start and the end: other work on the machine shows here. */
+  loadAverageAtStart: number[];
+  loadAverageAtEnd?: number[];
+}
+
+/** Everything `bench/results/<name>.json` holds. */
+export interface BenchResults {
+  generatedAt: string;
+  commit?: string;
+  settings: BenchOptions & { pgPoolSize: number };
+  machine: MachineDescription;
+  notes: string[];
+  headline: HeadlineRatios;
+  ratiosToBare: RatioToBare[];
+  scenarios: ScenarioSummary[];
+  /** Raw numbers of every phase of every scenario in every round. */
+  runs: ScenarioRun[];
+}
+
+/** Describes this machine; the load average is taken now. */
+export function describeMachine(database: string): MachineDescription {
+  const cpuList = cpus();
+  const cpuModel = cpuList[0]?.model.trim() ?? 'unknown CPU';
+  return {
+    line: `${cpuList.length} × ${cpuModel}; ${database}, the bench app and the load generator (autocannon) all share these ${cpuList.length} CPUs`,
+    cpuCount: cpuList.length,
+    cpuModel,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    database,
+    loadAverageAtStart: loadavg().map(round2),
+  };
+}
+
+/** The checked-out commit, when this is a git checkout with git installed. */
+export async function currentCommit(): Promise<string | undefined> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['rev-parse', 'HEAD'], { cwd: CHECKOUT_DIR });
+    return stdout.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes `<name>.json` and `<name>.svg` under bench/results/, each through a temporary file so no reader sees half of one. */
+export async function writeResults(name: string, results: BenchResults, svg: string | undefined): Promise<string[]> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const written = [await writeAtomically(join(RESULTS_DIR, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`)];
+  if (svg !== undefined) written.push(await writeAtomically(join(RESULTS_DIR, `${name}.svg`), svg));
+  return written;
+}
+
+async function writeAtomically(path: string, text: string): Promise<string> {
+  const draft = `${path}.${process.pid}.tmp`;
+  await writeFile(draft, text);
+  await rename(draft, path);
+  return path;
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100;
+}

@@ -1,0 +1,73 @@
+import type { BenchOptions } from './cli-options.js';
+import type { KeyPlan, LoadJob, LoadPhase, PhaseResult } from './load-protocol.js';
+
+/** The scenario ids `--only` takes. */
+export type ScenarioId = 'floor' | 'bare' | 'first' | 'replay' | 'bursts' | 'peer-first' | 'peer-replay';
+
+/** One kind of load against one bench route. */
+export interface Scenario {
+  id: ScenarioId;
+  label: string;
+  path: string;
+  keys: KeyPlan['mode'];
+  /** Runs only when the peer's route exists (a Redis server answered). */
+  peer: boolean;
+  /** Statuses a healthy run answers with. */
+  statuses: readonly number[];
+  /** Whether 2xx answers must all be replays, must all be first executions, or may be either. */
+  replays: 'all' | 'none' | 'any';
+}
+
+/** In the order they run in each round; every scenario sends the same body and an Idempotency-Key. */
+export const SCENARIOS: readonly Scenario[] = [
+  { id: 'floor', label: 'framework floor', path: '/bench/floor', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
+  { id: 'bare', label: 'bare transaction', path: '/bench/orders/bare', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
+  { id: 'first', label: 'first execution', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
+  { id: 'replay', label: 'replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, statuses: [201], replays: 'all' },
+  { id: 'bursts', label: 'duplicate bursts', path: '/bench/orders/idempotent', keys: 'burst', peer: false, statuses: [201, 409], replays: 'any' },
+  { id: 'peer-first', label: 'peer first execution', path: '/bench/peer/orders', keys: 'fresh', peer: true, statuses: [201], replays: 'none' },
+  { id: 'peer-replay', label: 'peer replay', path: '/bench/peer/orders', keys: 'cycle', peer: true, statuses: [201], replays: 'all' },
+];
+
+/** The demo's order body: valid for CreateOrderDto, identical on every request so replays match their fingerprint. */
+export const ORDER_BODY = JSON.stringify({ sku: 'bench-sku-1', quantity: 2 });
+
+/**
+ * The load of one scenario in one round: on the first round, a replay
+ * scenario first completes its pool of keys once; then a warm-up and the
+ * measurement. Key prefixes carry the run id, scenario, round and phase, so
+ * no two requests meant to be fresh ever share a key.
+ */
+export function loadJobFor(scenario: Scenario, round: number, options: BenchOptions, runId: string, appUrl: string): LoadJob {
+  const connections = options.connections;
+  const plan = (phase: string): KeyPlan => {
+    const prefix = `${runId}.${scenario.id}.r${round}.${phase}`;
+    if (scenario.keys === 'cycle') return { mode: 'cycle', prefix: `${runId}.${scenario.id}.pool`, poolSize: options.replayKeys };
+    if (scenario.keys === 'burst') return { mode: 'burst', prefix, burstSize: options.burstSize };
+    return { mode: 'fresh', prefix };
+  };
+  const phases: LoadPhase[] = [];
+  if (scenario.keys === 'cycle' && round === 1) {
+    phases.push({ name: 'prepare', connections: Math.min(connections, options.replayKeys), amount: options.replayKeys, keys: plan('prepare') });
+  }
+  if (options.warmupSeconds > 0) phases.push({ name: 'warm-up', connections, durationSeconds: options.warmupSeconds, keys: plan('warm') });
+  phases.push({ name: 'measure', connections, durationSeconds: options.durationSeconds, keys: plan('measure') });
+  return { url: appUrl + scenario.path, body: ORDER_BODY, phases };
+}
+
+/** What went wrong in one scenario run, if anything: connection errors, no answers, unexpected statuses or replays. */
+export function problemsOf(scenario: Scenario, phases: readonly PhaseResult[]): string[] {
+  const problems: string[] = [];
+  for (const phase of phases) {
+    const where = `${phase.name}:`;
+    if (phase.errors > 0) problems.push(`${where} ${phase.errors} connection errors (${phase.timeouts} timeouts)`);
+    if (phase.responses === 0) problems.push(`${where} no responses`);
+    const unexpected = Object.entries(phase.statusCounts).filter(([status]) => !scenario.statuses.includes(Number(status)));
+    if (unexpected.length) problems.push(`${where} unexpected statuses ${unexpected.map(([status, count]) => `${status}×${count}`).join(', ')}`);
+    // The prepare phase is what completes the replay pool: its answers are first executions.
+    const replays = phase.name === 'prepare' ? 'none' : scenario.replays;
+    if (replays === 'none' && phase.replayed2xx > 0) problems.push(`${where} ${phase.replayed2xx} answers were replays, expected first executions`);
+    if (replays === 'all' && phase.fresh2xx > 0) problems.push(`${where} ${phase.fresh2xx} answers were first executions, expected replays`);
+  }
+  return problems;
+}
