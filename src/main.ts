@@ -12,7 +12,7 @@ const env = process.env;
 const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefined);
 
 /**
- * Serves the demo on PORT (default 3000), against DATABASE_URL or, without
+ * Serves the demo on PORT (default 3000; 0 picks a free one), against DATABASE_URL or, without
  * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR; charges
  * through PAYMENT_PROVIDER_URL or, without it, a fake provider on loopback.
  * HTTP_ADAPTER=fastify serves it on Fastify instead of Express.
@@ -47,7 +47,7 @@ async function bootstrap(): Promise<void> {
   serveOpenApi(app);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
-  logger.log(`Orders demo listening on http://127.0.0.1:${port} (${env.HTTP_ADAPTER === 'fastify' ? 'Fastify' : 'Express'})`);
+  logger.log(`Orders demo listening on ${await app.getUrl()} (${env.HTTP_ADAPTER === 'fastify' ? 'Fastify' : 'Express'})`);
 
   const shutdown = async (signal: string) => {
     logger.log(`${signal}: closing the app${embedded ? ' and the embedded database' : ''}`);

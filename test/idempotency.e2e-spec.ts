@@ -203,6 +203,33 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
     });
   });
 
+  describe('replay cache', () => {
+    it('replays from the instance that recorded the outcome without reading the record', async () => {
+      const key = newKey();
+      const first = await post('/entries', key, { label: 'cached' });
+      await db.query(`DELETE FROM idempotency_records WHERE key = $1`, [key]); // behind the module's back
+      const replay = await post('/entries', key, { label: 'cached' });
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await post('/entries', key, { label: 'other' })).status).toBe(422);
+    });
+
+    it('replays a record it did not cache from the claim that finds it', async () => {
+      const key = newKey();
+      const first = await post('/entries', key, { label: 'cold' });
+      const cold = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }) }, { adapter });
+      try {
+        const replay = await request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'cold' });
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+        expect(replay.text).toBe(first.text);
+        expect((await request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'x' })).status).toBe(422);
+      } finally {
+        await cold.close();
+      }
+      expect(await entriesLabelled('cold')).toBe(1);
+    });
+  });
+
   describe('replayed shapes', () => {
     it('replays a text body with its content type', async () => {
       const key = newKey();

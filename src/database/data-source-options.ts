@@ -14,6 +14,7 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     migrations,
     migrationsRun: true,
     synchronize: false,
-    extra: { max: Number(process.env.DB_POOL_SIZE ?? 20) },
+    // Pipelining lets the idempotency layer send BEGIN with its claim, and its outcome with COMMIT.
+    extra: { max: Number(process.env.DB_POOL_SIZE ?? 20), pipeline: true },
   };
 }

@@ -2,7 +2,8 @@ import { type CallHandler, type ExecutionContext, HttpException, Injectable, typ
 import { HttpAdapterHost } from '@nestjs/core';
 import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
-import { DataSource, type QueryRunner } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
+import { ClaimTransaction } from './claim-transaction.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
@@ -12,33 +13,39 @@ import {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
-import { IdempotencyStore, type RecordId, type StoredRecord } from './idempotency.store.js';
+import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
+import { ReplayCache } from './replay-cache.js';
 import { fingerprintRequest } from './request-fingerprint.js';
 import { TransactionHost } from './transaction-host.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
+const SAVEPOINT_NAME = 'idempotency_claim';
+const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 
 /** What the flow settled on for one request. */
 export interface Settled {
   outcome: RecordedOutcome;
   replayed: boolean;
+  /** When the record expires, where known: the outcome may then be cached until that instant. */
+  expiresAt?: Date;
 }
 
 /**
  * The request flow of an `@Idempotent()` route: parse the key, replay a
- * completed record, or claim the key and run the handler, recording its
+ * cached outcome, or claim the key and run the handler, recording its
  * outcome in the same transaction, committed before the response is sent.
- * Every request ends in exactly one attempt event.
+ * A claim that finds the key held replays the record instead. Every request
+ * ends in exactly one attempt event.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     private readonly routes: IdempotentRoutes,
-    private readonly store: IdempotencyStore,
+    private readonly cache: ReplayCache,
     private readonly transactions: TransactionHost,
     private readonly dataSource: DataSource,
     private readonly adapterHost: HttpAdapterHost,
@@ -70,11 +77,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
     attempt.keyHash = hashKey(id);
     const fingerprint = this.fingerprint(route, request);
-    const live = await this.store.findLive(id);
-    if (live?.outcome) return { outcome: replayable(live, fingerprint), replayed: true };
-    return route.lease
-      ? this.phased.execute(id, fingerprint, route, next, request, response, attempt)
-      : this.executeOnce(id, fingerprint, route, next, response, attempt);
+    const cached = this.cache.get(id);
+    if (cached) return { outcome: replayable(cached, fingerprint), replayed: true };
+    // No look-up first: a claim costs the first execution nothing extra, and it finds a held key itself.
+    const settled = route.lease
+      ? await this.phased.execute(id, fingerprint, route, next, request, response, attempt)
+      : await this.executeOnce(id, fingerprint, route, next, response, attempt);
+    if (settled.expiresAt) this.cache.set(id, fingerprint, settled.outcome, settled.expiresAt);
+    return settled;
   }
 
   private fingerprint(route: IdempotentRoute, request: unknown): string {
@@ -85,37 +95,35 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  /** Claims the key and runs the handler, or replays what a concurrent owner committed meanwhile. */
+  /** Claims the key and runs the handler, or replays the record that holds the key. */
   private async executeOnce(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, response: unknown, attempt: AttemptEvent): Promise<Settled> {
     const runner = this.dataSource.createQueryRunner();
+    let transaction: ClaimTransaction | undefined;
     try {
-      await runner.connect();
-      await runner.startTransaction('READ COMMITTED');
       const claimStarted = performance.now();
-      const claim = await this.store.claim(runner, id, fingerprint, route.retention, route.wait).catch((error: unknown) => {
-        if (!isLockTimeout(error)) throw error;
-        attempt.collided = true;
-        throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-      }).finally(() => (attempt.claimMs = performance.now() - claimStarted));
-      if (!claim.claimed) {
-        attempt.collided = true;
-        const existing = await this.store.findClaimed(runner, id);
-        await runner.rollbackTransaction();
-        if (!existing?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-        return { outcome: replayable(existing, fingerprint), replayed: true };
-      }
-      if (claim.tookOver) attempt.tookOver = 'expired';
+      const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
+      // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
+      const begun = await (route.storeErrors.size > 0 ? ClaimTransaction.begin<ClaimRow>(runner, claim, SAVEPOINT) : ClaimTransaction.begin<ClaimRow>(runner, claim))
+        .catch((error: unknown) => {
+          if (!isLockTimeout(error)) throw error;
+          attempt.collided = true;
+          throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+        })
+        .finally(() => (attempt.claimMs = performance.now() - claimStarted));
+      transaction = begun.transaction;
+      const [row] = begun.first.rows;
+      if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
+      if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
-      const outcome = await this.runHandler(runner, route, next, response);
+      const outcome = await this.runHandler(transaction, runner.manager, route, next, response);
       attempt.handlerMs = performance.now() - handlerStarted;
-      await this.store.complete(runner, id, outcome);
-      await runner.commitTransaction().catch((error: Error) => {
+      await transaction.commitWith(IdempotencyStatements.complete(id, outcome)).catch((error: Error) => {
         this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
         throw error;
       });
-      return { outcome, replayed: false };
+      return { outcome, replayed: false, expiresAt: row.expires_at };
     } catch (error) {
-      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      await transaction?.rollback();
       throw error;
     } finally {
       await runner.release();
@@ -123,19 +131,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
+   * The key is held. A record the claim's snapshot could see was committed
+   * before it; none means an owner committed while the claim waited on its
+   * row, and a fresh read finds what it recorded.
+   */
+  private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
+    if (!row) attempt.collided = true;
+    const holder = row ?? (await transaction.query<RecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
+    await transaction.rollback();
+    const record = holder && toStoredRecord(holder as RecordRow);
+    if (!record?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
+  }
+
+  /**
    * Runs the handler with the claim's transaction as the current one. A
    * failure listed in `storeErrors` undoes the handler's writes only (back to
    * the savepoint after the claim) and becomes the recorded outcome.
    */
-  private async runHandler(runner: QueryRunner, route: IdempotentRoute, next: CallHandler, response: unknown): Promise<RecordedOutcome> {
-    if (route.storeErrors.size > 0) await runner.query('SAVEPOINT idempotency_claim');
+  private async runHandler(transaction: ClaimTransaction, manager: EntityManager, route: IdempotentRoute, next: CallHandler, response: unknown): Promise<RecordedOutcome> {
     try {
       // next.handle() binds the async context, so it is called inside run().
-      const result = await this.transactions.run(runner.manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+      const result = await this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
       return captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
       if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) throw error;
-      await runner.query('ROLLBACK TO SAVEPOINT idempotency_claim');
+      await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
       return captureError(error);
     }
   }
@@ -149,7 +170,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 }
 
 /** The record's outcome, if it was recorded for this same request. */
-export function replayable(record: StoredRecord, fingerprint: string): RecordedOutcome {
+export function replayable(record: { fingerprint: string; outcome: RecordedOutcome | null }, fingerprint: string): RecordedOutcome {
   if (record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
   return record.outcome!;
 }

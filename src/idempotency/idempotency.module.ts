@@ -7,9 +7,8 @@ import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { IdempotencyFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-import { resolveModuleOptions } from './idempotency.options.js';
+import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
-import { IdempotencyStore } from './idempotency.store.js';
 import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -17,6 +16,7 @@ import { PhasedFlow } from './phases/phased-flow.js';
 import { PhasedOperations } from './phases/phased-operation.js';
 import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { ReplayCache } from './replay-cache.js';
 import { TransactionHost } from './transaction-host.js';
 
 /**
@@ -30,7 +30,7 @@ import { TransactionHost } from './transaction-host.js';
     TransactionHost,
     IdempotencyEvents,
     IdempotencyEventLog,
-    IdempotencyStore,
+    { provide: ReplayCache, useFactory: (options: ResolvedModuleOptions) => new ReplayCache(options.replayCacheSize), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
     IdempotencyInterceptor,
@@ -54,7 +54,7 @@ import { TransactionHost } from './transaction-host.js';
     TransactionHost,
     IdempotencyEvents,
     IdempotencyReaper,
-    IdempotencyStore,
+    ReplayCache,
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,

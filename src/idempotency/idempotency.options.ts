@@ -35,6 +35,12 @@ export interface IdempotencyModuleOptions {
   maxAttempts?: number;
   /** The scheduled reaper; `false` turns it off. */
   reaper?: ReaperOptions | false;
+  /**
+   * Completed outcomes kept in process, so that a replay on the same instance
+   * costs no database round trip. Exact until each record's `expires_at`,
+   * since a completed record never changes; 0 turns it off. Default 10000.
+   */
+  replayCacheSize?: number;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
 }
@@ -98,6 +104,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,
+    replayCacheSize: options.replayCacheSize ?? 10_000,
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 60_000,

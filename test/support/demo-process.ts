@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../src/database/embedded-postgres.js';
 
 /** The compiled demo (`npm test` builds first). */
 const MAIN = resolve('dist/src/main.js');
@@ -17,16 +16,17 @@ export interface DemoProcess {
 }
 
 export async function startDemoProcess(env: Record<string, string>): Promise<DemoProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk) => (stderr += chunk));
-  const url = `http://127.0.0.1:${port}`;
-  for (let attempt = 0; ; attempt++) {
-    if (child.exitCode !== null) throw new Error(`demo exited with ${child.exitCode}: ${stderr}`);
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
-    if (attempt > 300) throw new Error(`demo did not become healthy: ${stderr}`);
-    await sleep(50);
+  // PORT=0 lets the demo bind a free port itself, and say which: a port probed here could be taken meanwhile.
+  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, ...env, PORT: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  let url: string | undefined;
+  for (let attempt = 0; !url; attempt++) {
+    if (child.exitCode !== null) throw new Error(`demo exited with ${child.exitCode}: ${output}`);
+    if (attempt > 600) throw new Error(`demo did not start: ${output}`);
+    url = /listening on (http:\/\/[\d.:]+)/.exec(output)?.[1];
+    if (!url) await sleep(25);
   }
   const exited = once(child, 'exit');
   return {

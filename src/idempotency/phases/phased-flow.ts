@@ -50,7 +50,7 @@ export class PhasedFlow {
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
     const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => (attempt.claimMs = performance.now() - claimStarted));
-    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true };
+    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt };
     if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
@@ -94,7 +94,7 @@ export class PhasedFlow {
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
     const deadline = Date.now() + route.wait;
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
@@ -102,7 +102,7 @@ export class PhasedFlow {
       attempt.collided = true;
       const record = await this.leases.read(id);
       if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (record?.outcome) return { outcome: record.outcome };
+      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt };
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.

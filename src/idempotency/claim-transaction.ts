@@ -1,0 +1,88 @@
+import type { QueryRunner } from 'typeorm';
+
+/** A statement the module prepares once per connection (a named prepared statement). */
+export interface PreparedStatement {
+  name: string;
+  text: string;
+  values: unknown[];
+}
+
+export interface StatementResult<Row> {
+  rows: Row[];
+}
+
+/** The node-postgres client under a TypeORM QueryRunner. */
+interface PgConnection {
+  query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>>;
+}
+
+/** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
+interface TypeOrmTransactionState {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+}
+
+/**
+ * The claim's transaction, driven on the QueryRunner's own pg connection so
+ * that the module's statements skip the ORM's query path and are prepared
+ * once per connection. On a connection with node-postgres pipelining
+ * (`extra: { pipeline: true }`), BEGIN goes out with the claim and the
+ * outcome with COMMIT: four round trips in all for a first execution with
+ * two business writes, as many as the bare business transaction. Without
+ * pipelining the same calls simply run one after another.
+ *
+ * TypeORM's transaction flags are kept in step, so that business writes
+ * through `runner.manager` join this transaction (and nested
+ * `manager.transaction()` calls become savepoints) instead of starting one.
+ */
+export class ClaimTransaction {
+  private open = false;
+
+  private constructor(
+    private readonly runner: QueryRunner,
+    private readonly connection: PgConnection,
+  ) {}
+
+  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together. */
+  static async begin<Row>(runner: QueryRunner, ...statements: Array<PreparedStatement | string>): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> }> {
+    const connection = (await runner.connect()) as PgConnection;
+    const transaction = new ClaimTransaction(runner, connection);
+    transaction.setOpen(true);
+    // Issued without awaiting in between: on a pipelined connection they share one round trip.
+    const sent = [connection.query('START TRANSACTION ISOLATION LEVEL READ COMMITTED'), ...statements.map((statement) => connection.query<Row>(statement))];
+    const settled = await Promise.allSettled(sent);
+    const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (failure) {
+      await transaction.rollback();
+      throw failure.reason;
+    }
+    return { transaction, first: (settled[1] as PromiseFulfilledResult<StatementResult<Row>>).value };
+  }
+
+  query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>> {
+    return this.connection.query<Row>(statement);
+  }
+
+  /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
+  async commitWith(statement: PreparedStatement): Promise<void> {
+    const [written, committed] = await Promise.allSettled([this.connection.query(statement), this.connection.query('COMMIT')]);
+    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    this.setOpen(false);
+    if (written.status === 'rejected') throw written.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+  }
+
+  /** Rolls back if still open; a broken connection is left for the pool to discard. */
+  async rollback(): Promise<void> {
+    if (!this.open) return;
+    this.setOpen(false);
+    await this.connection.query('ROLLBACK').catch(() => undefined);
+  }
+
+  private setOpen(open: boolean): void {
+    this.open = open;
+    const state = this.runner as unknown as TypeOrmTransactionState;
+    state.isTransactionActive = open;
+    state.transactionDepth = open ? 1 : 0;
+  }
+}
