@@ -26,9 +26,13 @@ export interface LoadGeneratorProcess extends Child {
   run(job: LoadJob, timeoutMs: number): Promise<PhaseResult[]>;
 }
 
-/** Forks the compiled bench app and waits until it listens. */
+/**
+ * Forks the compiled bench app and waits until it listens. With
+ * `BENCH_CPU_PROF_DIR` set, the app writes a V8 CPU profile there when it exits.
+ */
 export async function startBenchApp(options: BenchAppOptions): Promise<BenchAppProcess> {
-  const child = forkSibling('bench-app.js', [JSON.stringify(options)]);
+  const profileDir = process.env.BENCH_CPU_PROF_DIR;
+  const child = forkSibling('bench-app.js', [JSON.stringify(options)], profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
   try {
     const ready = await nextMessage<AppReady>(child, (message) => (message as AppReady)?.type === 'listening', APP_START_TIMEOUT_MS, 'the bench app to listen');
     return { ...child, url: `http://127.0.0.1:${ready.port}` };
@@ -40,7 +44,7 @@ export async function startBenchApp(options: BenchAppOptions): Promise<BenchAppP
 
 /** Forks the compiled load generator. */
 export function startLoadGenerator(): LoadGeneratorProcess {
-  const child = forkSibling('load-generator.js', []);
+  const child = forkSibling('load-generator.js', [], []);
   return {
     ...child,
     run: async (job, timeoutMs) => {
@@ -53,9 +57,9 @@ export function startLoadGenerator(): LoadGeneratorProcess {
   };
 }
 
-function forkSibling(script: string, args: string[]): Child {
+function forkSibling(script: string, args: string[], execArgv: string[]): Child {
   // Compiled next to this file in dist/bench/; no inherited --inspect or loader flags.
-  const child = fork(fileURLToPath(new URL(script, import.meta.url)), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+  const child = fork(fileURLToPath(new URL(script, import.meta.url)), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= stopProcess(child, exited));

@@ -14,6 +14,9 @@ export interface StatementResult<Row> {
 /** The node-postgres client under a TypeORM QueryRunner. */
 interface PgConnection {
   query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>>;
+  /** node-postgres's `pipeline` client option. */
+  pipeline?: boolean;
+  connection?: { stream?: { cork?(): void; uncork?(): void } };
 }
 
 /** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
@@ -48,9 +51,7 @@ export class ClaimTransaction {
     const connection = (await runner.connect()) as PgConnection;
     const transaction = new ClaimTransaction(runner, connection);
     transaction.setOpen(true);
-    // Issued without awaiting in between: on a pipelined connection they share one round trip.
-    const sent = [connection.query('START TRANSACTION ISOLATION LEVEL READ COMMITTED'), ...statements.map((statement) => connection.query<Row>(statement))];
-    const settled = await Promise.allSettled(sent);
+    const settled = await transaction.sendTogether<Row>(['START TRANSACTION ISOLATION LEVEL READ COMMITTED', ...statements]);
     const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failure) {
       await transaction.rollback();
@@ -65,7 +66,7 @@ export class ClaimTransaction {
 
   /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
   async commitWith(statement: PreparedStatement): Promise<void> {
-    const [written, committed] = await Promise.allSettled([this.connection.query(statement), this.connection.query('COMMIT')]);
+    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
     this.setOpen(false);
     if (written.status === 'rejected') throw written.reason;
@@ -77,6 +78,31 @@ export class ClaimTransaction {
     if (!this.open) return;
     this.setOpen(false);
     await this.connection.query('ROLLBACK').catch(() => undefined);
+  }
+
+  /**
+   * On a pipelined connection, issues the statements without awaiting in
+   * between, with the socket corked: one write and one round trip. Otherwise
+   * one after another (node-postgres no longer queues queries for a busy
+   * client). Every statement runs either way, as PostgreSQL runs a pipeline.
+   */
+  private async sendTogether<Row>(statements: Array<PreparedStatement | string>): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    if (!this.connection.pipeline) {
+      const settled: Array<PromiseSettledResult<StatementResult<Row>>> = [];
+      for (const statement of statements) {
+        settled.push(await this.connection.query<Row>(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
+      }
+      return settled;
+    }
+    const stream = this.connection.connection?.stream;
+    let sent: Array<Promise<StatementResult<Row>>>;
+    stream?.cork?.();
+    try {
+      sent = statements.map((statement) => this.connection.query<Row>(statement));
+    } finally {
+      stream?.uncork?.(); // before awaiting: uncorking is what sends them
+    }
+    return Promise.allSettled(sent);
   }
 
   private setOpen(open: boolean): void {
