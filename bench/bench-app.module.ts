@@ -1,6 +1,7 @@
 import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { VALIDATION_OPTIONS } from '../src/app.module.js';
 import { dataSourceOptions } from '../src/database/data-source-options.js';
 import { IdempotencyModule } from '../src/idempotency/index.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
@@ -31,7 +32,7 @@ export class BenchAppModule {
       ],
       providers: [
         // The demo's AppModule does not export its pipe, so its settings are repeated here.
-        { provide: APP_PIPE, useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }) },
+        { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
       ],
     };
   }

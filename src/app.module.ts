@@ -1,10 +1,13 @@
-import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
-import { APP_GUARD, APP_PIPE } from '@nestjs/core';
+import { type DynamicModule, type MiddlewareConsumer, Module, type NestModule, ValidationPipe, type ValidationPipeOptions } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key.guard.js';
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { HealthController } from './health/health.controller.js';
+import { JsonBodyMiddleware } from './http/json-body.middleware.js';
+import { ProblemDetailsFilter } from './http/problem-details.filter.js';
+import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
 import { IdempotencyModule, type IdempotencyModuleOptions } from './idempotency/index.js';
 import { IdempotencyMetricsModule } from './idempotency/metrics/index.js';
 import { MetricsController } from './metrics/metrics.controller.js';
@@ -21,11 +24,20 @@ export interface AppOptions {
   paymentTimeoutMs?: number;
   /** Overrides of the idempotency module's options, e.g. a short lease in tests. */
   idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
+  /** Requests per tenant per minute; 0 turns the limit off. Default `TENANT_RATE_LIMIT`, else 600. */
+  tenantRateLimit?: number;
 }
+
+/** The demo's request validation: unknown fields are refused, not dropped. */
+export const VALIDATION_OPTIONS: ValidationPipeOptions = { whitelist: true, forbidNonWhitelisted: true, transform: true };
 
 /** The demo orders app. */
 @Module({})
-export class AppModule {
+export class AppModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(JsonBodyMiddleware).forRoutes('*path');
+  }
+
   static forRoot(options: AppOptions): DynamicModule {
     return {
       module: AppModule,
@@ -39,8 +51,12 @@ export class AppModule {
       controllers: [HealthController, MetricsController],
       providers: [
         { provide: API_KEYS, useValue: parseApiKeys(options.apiKeys ?? process.env.API_KEYS ?? DEFAULT_API_KEYS) },
+        { provide: TENANT_RATE_LIMIT, useValue: options.tenantRateLimit ?? Number(process.env.TENANT_RATE_LIMIT ?? 600) },
+        // Guards run in this order: the API key names the tenant the rate limit counts.
         { provide: APP_GUARD, useClass: ApiKeyGuard },
-        { provide: APP_PIPE, useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }) },
+        { provide: APP_GUARD, useClass: TenantRateLimitGuard },
+        { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
+        { provide: APP_FILTER, useClass: ProblemDetailsFilter },
       ],
     };
   }

@@ -1,9 +1,9 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
+import { configureHttp, createHttpAdapter, type HttpAdapterName } from './http/http-setup.js';
 import { serveOpenApi } from './openapi.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from './payment-provider/fake-payment-provider.js';
 
@@ -43,11 +43,13 @@ async function bootstrap(): Promise<void> {
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
       },
     });
-  const app = env.HTTP_ADAPTER === 'fastify' ? await NestFactory.create(appModule, new FastifyAdapter()) : await NestFactory.create(appModule);
+  const adapter: HttpAdapterName = env.HTTP_ADAPTER === 'fastify' ? 'fastify' : 'express';
+  const app = await NestFactory.create(appModule, createHttpAdapter(adapter));
+  configureHttp(app, adapter);
   serveOpenApi(app);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
-  logger.log(`Orders demo listening on ${await app.getUrl()} (${env.HTTP_ADAPTER === 'fastify' ? 'Fastify' : 'Express'})`);
+  logger.log(`Orders demo listening on ${await app.getUrl()} (${adapter})`);
 
   const shutdown = async (signal: string) => {
     logger.log(`${signal}: closing the app${embedded ? ' and the embedded database' : ''}`);

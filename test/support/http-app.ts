@@ -1,10 +1,9 @@
 import type { INestApplication, ModuleMetadata } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test, type TestingModuleBuilder } from '@nestjs/testing';
+import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../src/http/http-setup.js';
 
 /** The HTTP adapters every e2e suite runs on. */
-export const HTTP_ADAPTERS = ['express', 'fastify'] as const;
-export type HttpAdapterName = (typeof HTTP_ADAPTERS)[number];
+export const HTTP_ADAPTERS: readonly HttpAdapterName[] = ['express', 'fastify'];
 
 /** A Nest app listening on a loopback port, so that concurrent requests are real connections. */
 export interface RunningApp {
@@ -25,10 +24,9 @@ export interface StartOptions {
 export async function startApp(metadata: ModuleMetadata, options: StartOptions = {}): Promise<RunningApp> {
   const builder = Test.createTestingModule(metadata);
   const moduleRef = await (options.adjust ? options.adjust(builder) : builder).compile();
-  const app =
-    options.adapter === 'fastify'
-      ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false })
-      : moduleRef.createNestApplication({ logger: false });
+  const adapter = options.adapter ?? 'express';
+  const app = moduleRef.createNestApplication(createHttpAdapter(adapter), { logger: false });
+  configureHttp(app, adapter);
   options.configure?.(app);
   await app.listen(0, '127.0.0.1');
   return { app, url: await app.getUrl(), close: () => app.close() };
