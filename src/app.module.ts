@@ -4,6 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key.guard.js';
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
+import { PoolErrorListener } from './database/pool-error-listener.js';
 import { HealthController } from './health/health.controller.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
@@ -57,6 +58,7 @@ export class AppModule implements NestModule {
         { provide: APP_GUARD, useClass: TenantRateLimitGuard },
         { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },
+        PoolErrorListener,
       ],
     };
   }

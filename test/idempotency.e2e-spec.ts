@@ -81,6 +81,22 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
       expect(await entriesLabelled('throttled')).toBe(1);
     });
 
+    it('answers 503 with Retry-After when the database connection is lost mid-request, and the retry runs', async () => {
+      const key = newKey();
+      ledger.script.push({ delayMs: 400 });
+      const cut = inFlight(post('/entries', key, { label: 'cut-off' }));
+      await sleep(150);
+      await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`);
+      const response = await cut;
+      expect(response.status).toBe(503);
+      expect(response.headers['retry-after']).toBe('1');
+      expect(response.body).toMatchObject({ type: 'urn:nest-idempotency:problem:database-unavailable' });
+      expect(await recordOf(key)).toEqual([]);
+      const retry = await post('/entries', key, { label: 'cut-off' });
+      expect(retry.status).toBe(201);
+      expect(await entriesLabelled('cut-off')).toBe(1);
+    });
+
     it('answers 400 to a body with no canonical JSON form, and keeps nothing', async () => {
       const key = newKey();
       const response = await request(running.url)

@@ -9,6 +9,7 @@ export const IdempotencyProblemType = {
   UnstorableResponse: 'urn:nest-idempotency:problem:unstorable-response',
   OperationFailed: 'urn:nest-idempotency:problem:operation-failed',
   RequestNotCanonical: 'urn:nest-idempotency:problem:request-not-canonical',
+  DatabaseUnavailable: 'urn:nest-idempotency:problem:database-unavailable',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -87,6 +88,25 @@ export class IdempotencyRequestInProgressException extends IdempotencyProblem {
         title: 'Request in progress',
         status: HttpStatus.CONFLICT,
         detail: 'A request with this key is still being processed. Retry after the delay given in Retry-After.',
+      },
+      { 'Retry-After': String(retryAfterSeconds) },
+    );
+  }
+}
+
+/**
+ * 503: the database connection failed mid-request. The work rolled back, or
+ * (when it failed at COMMIT) may have committed: either way a retry with the
+ * same key is safe, and replays the outcome if there is one.
+ */
+export class IdempotencyDatabaseUnavailableException extends IdempotencyProblem {
+  constructor(retryAfterSeconds: number) {
+    super(
+      {
+        type: IdempotencyProblemType.DatabaseUnavailable,
+        title: 'Database unavailable',
+        status: HttpStatus.SERVICE_UNAVAILABLE,
+        detail: 'The database connection failed while this request ran. Retry with the same key after the delay given in Retry-After.',
       },
       { 'Retry-After': String(retryAfterSeconds) },
     );

@@ -7,6 +7,7 @@ import { ClaimTransaction } from './claim-transaction.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
+  IdempotencyDatabaseUnavailableException,
   IdempotencyKeyMalformedException,
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
@@ -62,7 +63,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (key.kind === 'missing' && !route.required) return next.handle();
 
     const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false };
-    return defer(() => this.settle(key, route, request, response, next, attempt)).pipe(
+    return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
         next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
         error: (error: unknown) => this.events.emit({ ...attempt, outcome: outcomeOfError(error), status: statusOf(error) }),
@@ -181,6 +182,7 @@ function outcomeOfError(error: unknown): AttemptOutcome {
   if (error instanceof IdempotencyKeyReusedException) return 'key_reused';
   if (error instanceof IdempotencyRequestInProgressException) return 'conflict';
   if (error instanceof IdempotencyRequestNotCanonicalException) return 'not_canonical';
+  if (error instanceof IdempotencyDatabaseUnavailableException) return 'unavailable';
   return 'rolled_back';
 }
 
@@ -195,6 +197,17 @@ function headerValues(request: { raw?: { rawHeaders: string[] }; rawHeaders?: st
   const values: string[] = [];
   for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === wanted) values.push(raw[i + 1]);
   return values;
+}
+
+/** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
+const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
+const CONNECTION_LOST_MESSAGE = /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect/i;
+
+/** A lost database connection answers 503 with Retry-After, not a 500 that reads as final. */
+function asUnavailable(error: unknown): never {
+  const failures = [error, (error as { driverError?: unknown })?.driverError, (error as { cause?: unknown })?.cause] as Array<{ code?: unknown; message?: unknown } | undefined>;
+  const lost = failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
+  throw lost && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
 }
 
 function isLockTimeout(error: unknown): boolean {

@@ -24,6 +24,7 @@ export { OperationPhases, LeaseLostError, downstreamKey } from './phases/operati
 export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,
+  IdempotencyDatabaseUnavailableException,
   IdempotencyKeyMalformedException,
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,

@@ -13,7 +13,8 @@ export type AttemptOutcome =
   | 'key_missing'
   | 'key_malformed'
   | 'not_canonical'
-  | 'rolled_back'; // the handler failed; nothing was recorded
+  | 'rolled_back' // the handler failed; nothing was recorded
+  | 'unavailable'; // 503: the database connection was lost
 
 /** One physical attempt: every request with (or missing) a key produces exactly one. */
 export interface AttemptEvent {
