@@ -46,3 +46,12 @@ function parseSfString(raw: string): string | undefined {
   }
   return undefined;
 }
+
+/** Every value of a header, one per header line (Express and Fastify merge repeated ones). */
+export function headerValues(request: { raw?: { rawHeaders: string[] }; rawHeaders?: string[] }, name: string): string[] {
+  const raw = request.raw?.rawHeaders ?? request.rawHeaders ?? [];
+  const wanted = name.toLowerCase();
+  const values: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === wanted) values.push(raw[i + 1]);
+  return values;
+}

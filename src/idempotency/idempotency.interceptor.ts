@@ -15,7 +15,8 @@ import {
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
 import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
-import { parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
+import { asUnavailable, isLockTimeout } from './database-errors.js';
+import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
@@ -23,7 +24,6 @@ import { ReplayCache } from './replay-cache.js';
 import { fingerprintRequest } from './request-fingerprint.js';
 import { TransactionHost } from './transaction-host.js';
 
-const LOCK_NOT_AVAILABLE = '55P03';
 const SAVEPOINT_NAME = 'idempotency_claim';
 const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 
@@ -104,7 +104,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await (route.storeErrors.size > 0 ? ClaimTransaction.begin<ClaimRow>(runner, claim, SAVEPOINT) : ClaimTransaction.begin<ClaimRow>(runner, claim))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;
@@ -188,29 +188,4 @@ function outcomeOfError(error: unknown): AttemptOutcome {
 
 function statusOf(error: unknown): number {
   return error instanceof HttpException ? error.getStatus() : 500;
-}
-
-/** Every value of a header, one per header line (Express and Fastify merge repeated ones). */
-function headerValues(request: { raw?: { rawHeaders: string[] }; rawHeaders?: string[] }, name: string): string[] {
-  const raw = request.raw?.rawHeaders ?? request.rawHeaders ?? [];
-  const wanted = name.toLowerCase();
-  const values: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === wanted) values.push(raw[i + 1]);
-  return values;
-}
-
-/** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
-const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
-const CONNECTION_LOST_MESSAGE = /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect/i;
-
-/** A lost database connection answers 503 with Retry-After, not a 500 that reads as final. */
-function asUnavailable(error: unknown): never {
-  const failures = [error, (error as { driverError?: unknown })?.driverError, (error as { cause?: unknown })?.cause] as Array<{ code?: unknown; message?: unknown } | undefined>;
-  const lost = failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
-  throw lost && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
-}
-
-function isLockTimeout(error: unknown): boolean {
-  const failure = error as { code?: string; driverError?: { code?: string } };
-  return (failure.driverError?.code ?? failure.code) === LOCK_NOT_AVAILABLE;
 }
