@@ -3,7 +3,7 @@ import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { VALIDATION_OPTIONS } from '../src/app.module.js';
 import { dataSourceOptions } from '../src/database/data-source-options.js';
-import { IdempotencyModule } from '../src/idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';
 import { type PeerOptions, PeerOrdersModule } from './peer-orders.controller.js';
@@ -13,6 +13,8 @@ export interface BenchAppOptions {
   databaseUrl: string;
   /** Set when a Redis server answers: adds the peer's route. */
   peer?: PeerOptions;
+  /** Module options that survive JSON, e.g. `replayCacheSize: 0` or a reaper schedule; unset ones keep the module's defaults. */
+  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'reaper' | 'retention' | 'wait'>;
 }
 
 /**
@@ -26,7 +28,7 @@ export class BenchAppModule {
       module: BenchAppModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        IdempotencyModule.forRoot({ tenant: () => BENCH_TENANT }),
+        IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         BenchOrdersModule,
         ...(options.peer ? [PeerOrdersModule.forRoot(options.peer)] : []),
       ],

@@ -8,6 +8,10 @@ export interface BenchDatabase {
   url: string;
   /** e.g. `embedded PostgreSQL 18.1` or `PostgreSQL 15.2 at 127.0.0.1:5432`. */
   description: string;
+  /** Whether the run started the server itself (embedded), so that its settings are the run's to change. */
+  ownServer: boolean;
+  /** Creates one more database on the same server, dropped with the first at close; resolves to its URL. */
+  addDatabase(): Promise<string>;
   /** Drops the database and stops the embedded server, if one was started. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -48,25 +52,39 @@ export async function createBenchDatabase(runId: string, log: (line: string) => 
     await stopServer();
     throw error;
   }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
+  const urlOf = (database: string) => {
+    const url = new URL(serverUrl);
+    url.pathname = `/${database}`;
+    return url.toString();
+  };
+  const names = [name];
   let closed = false;
   return {
-    url: url.toString(),
-    description: embedded ? `embedded PostgreSQL ${version}` : `PostgreSQL ${version} at ${url.host}`,
+    url: urlOf(name),
+    description: embedded ? `embedded PostgreSQL ${version}` : `PostgreSQL ${version} at ${new URL(serverUrl).host}`,
+    ownServer: embedded !== undefined,
+    addDatabase: async () => {
+      const extra = `${name}_${names.length}`;
+      names.push(extra);
+      await withClient(serverUrl, (client) => client.query(`CREATE DATABASE ${extra}`));
+      return urlOf(extra);
+    },
     close: async () => {
       if (closed) return;
       closed = true;
       // An embedded cluster is removed whole, and may already be shutting down after Ctrl-C.
       if (embedded) return stopServer();
-      await withClient(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).catch((error: unknown) =>
-        log(`could not drop database ${name}: ${String(error)}`),
-      );
+      for (const database of names) {
+        await withClient(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)).catch((error: unknown) =>
+          log(`could not drop database ${database}: ${String(error)}`),
+        );
+      }
     },
   };
 }
 
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `work` on a connection of its own to `url`, closed afterwards whatever happens. */
+export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {

@@ -76,13 +76,15 @@ export function parseBenchOptions(argv: string[]): BenchOptions | 'help' {
   return options;
 }
 
-function positiveNumber(flag: string, text: string, zeroAllowed = false): number {
+/** The flag's value as a number above 0 (or at least 0 when `zeroAllowed`); throws naming the flag otherwise. */
+export function positiveNumber(flag: string, text: string, zeroAllowed = false): number {
   const value = Number(text);
   if (!Number.isFinite(value) || value < 0 || (!zeroAllowed && value === 0)) throw new Error(`--${flag} must be a ${zeroAllowed ? 'non-negative' : 'positive'} number, got "${text}"`);
   return value;
 }
 
-function positiveInteger(flag: string, text: string): number {
+/** The flag's value as a whole number above 0; throws naming the flag otherwise. */
+export function positiveInteger(flag: string, text: string): number {
   const value = positiveNumber(flag, text);
   if (!Number.isInteger(value)) throw new Error(`--${flag} must be a whole number, got "${text}"`);
   return value;

@@ -10,7 +10,9 @@ export type KeyPlan =
   /** Keys `prefix-0 … prefix-(poolSize-1)`, in turn, shared by all connections. */
   | { mode: 'cycle'; prefix: string; poolSize: number }
   /** Connections in groups of `burstSize`; the n-th request of every member of a group carries the same key. */
-  | { mode: 'burst'; prefix: string; burstSize: number };
+  | { mode: 'burst'; prefix: string; burstSize: number }
+  /** A random UUID on every request: like clients' keys, they land all over the primary key index instead of at one end. */
+  | { mode: 'random' };
 
 /** One phase of load: a number of requests (`amount`) or a duration. */
 export interface LoadPhase {

@@ -74,12 +74,13 @@ function statusText(summary: ScenarioSummary): string {
     .join(' ');
 }
 
-function fixed(value: number, digits: number): string {
+/** `value` with `digits` decimals, or `-` when it is not a finite number. */
+export function fixed(value: number, digits: number): string {
   return Number.isFinite(value) ? value.toFixed(digits) : '-';
 }
 
-/** Left-aligned first column, right-aligned numbers. */
-function table(headers: string[], rows: string[][]): string {
+/** A plain-text table: left-aligned first and last columns, right-aligned numbers between. */
+export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => row[column].length)));
   const line = (cells: string[]) => cells.map((cell, column) => (column === 0 || column === cells.length - 1 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  ').trimEnd();
   return [line(headers), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type autocannon from 'autocannon';
 import type { BurstOverlap, KeyPlan } from './load-protocol.js';
@@ -82,6 +83,8 @@ export class KeyedClients {
         return `${plan.prefix}-${this.cycled++ % plan.poolSize}`;
       case 'burst':
         return `${plan.prefix}-g${Math.floor(client / plan.burstSize)}-${sent}`;
+      case 'random':
+        return randomUUID();
     }
   }
 

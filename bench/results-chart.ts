@@ -34,6 +34,11 @@ export async function renderResultsChart(runs: readonly ScenarioRun[], summaries
     hconcat: [panel('requestsPerSecond', 'requests per second', order, ',.0f'), panel('p99Ms', 'p99 latency (ms)', order, '.1f')],
     config: { font: 'sans-serif', view: { stroke: null } },
   };
+  return renderChart(spec);
+}
+
+/** Renders a vega-lite spec to SVG without a browser: compiled to vega, drawn by a View with no renderer. */
+export async function renderChart(spec: TopLevelSpec): Promise<string> {
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });
   try {
     return await view.toSVG();

@@ -67,7 +67,12 @@ export async function currentCommit(): Promise<string | undefined> {
 }
 
 /** Writes `<name>.json` and `<name>.svg` under bench/results/, each through a temporary file so no reader sees half of one. */
-export async function writeResults(name: string, results: BenchResults, svg: string | undefined): Promise<string[]> {
+export function writeResults(name: string, results: BenchResults, svg: string | undefined): Promise<string[]> {
+  return writeResultFiles(name, results, svg);
+}
+
+/** Writes any results object as `<name>.json`, and `<name>.svg` when given, under bench/results/, each atomically. */
+export async function writeResultFiles(name: string, results: object, svg: string | undefined): Promise<string[]> {
   await mkdir(RESULTS_DIR, { recursive: true });
   const written = [await writeAtomically(join(RESULTS_DIR, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`)];
   if (svg !== undefined) written.push(await writeAtomically(join(RESULTS_DIR, `${name}.svg`), svg));

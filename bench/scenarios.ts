@@ -38,12 +38,22 @@ export const ORDER_BODY = JSON.stringify({ sku: 'bench-sku-1', quantity: 2 });
  * measurement. Key prefixes carry the run id, scenario, round and phase, so
  * no two requests meant to be fresh ever share a key.
  */
-export function loadJobFor(scenario: Scenario, round: number, options: BenchOptions, runId: string, appUrl: string): LoadJob {
+export function loadJobFor(
+  scenario: Pick<Scenario, 'path' | 'keys'> & { id: string },
+  round: number,
+  options: Pick<BenchOptions, 'connections' | 'replayKeys' | 'warmupSeconds' | 'durationSeconds'> & Partial<Pick<BenchOptions, 'burstSize'>>,
+  runId: string,
+  appUrl: string,
+): LoadJob {
   const connections = options.connections;
   const plan = (phase: string): KeyPlan => {
     const prefix = `${runId}.${scenario.id}.r${round}.${phase}`;
     if (scenario.keys === 'cycle') return { mode: 'cycle', prefix: `${runId}.${scenario.id}.pool`, poolSize: options.replayKeys };
-    if (scenario.keys === 'burst') return { mode: 'burst', prefix, burstSize: options.burstSize };
+    if (scenario.keys === 'burst') {
+      if (!options.burstSize) throw new Error(`scenario ${scenario.id}: bursts need a burst size`);
+      return { mode: 'burst', prefix, burstSize: options.burstSize };
+    }
+    if (scenario.keys === 'random') return { mode: 'random' };
     return { mode: 'fresh', prefix };
   };
   const phases: LoadPhase[] = [];
@@ -56,7 +66,7 @@ export function loadJobFor(scenario: Scenario, round: number, options: BenchOpti
 }
 
 /** What went wrong in one scenario run, if anything: connection errors, no answers, unexpected statuses or replays. */
-export function problemsOf(scenario: Scenario, phases: readonly PhaseResult[]): string[] {
+export function problemsOf(scenario: Pick<Scenario, 'statuses' | 'replays'>, phases: readonly PhaseResult[]): string[] {
   const problems: string[] = [];
   for (const phase of phases) {
     const where = `${phase.name}:`;

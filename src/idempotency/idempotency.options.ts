@@ -47,7 +47,7 @@ export interface IdempotencyModuleOptions {
 
 /** How the reaper deletes expired records and finishes abandoned claims. */
 export interface ReaperOptions {
-  /** Between passes, in ms. Default 60 s. */
+  /** Between passes, in ms. Default 10 s. */
   intervalMs?: number;
   /** Rows per DELETE statement. Default 1000. */
   batchSize?: number;
@@ -107,7 +107,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     reaper: {
       enabled: options.reaper !== false,
-      intervalMs: reaper.intervalMs ?? 60_000,
+      intervalMs: reaper.intervalMs ?? 10_000,
       batchSize: reaper.batchSize ?? 1000,
       timeBudgetMs: reaper.timeBudgetMs ?? 2000,
     },

@@ -1,0 +1,10 @@
+/**
+ * `npm run bench:growth`: builds nothing itself (the script runs tsc first),
+ * then measures how the idempotency layer behaves as `idempotency_records`
+ * grows, and while the reaper deletes a backlog. See bench/README.md.
+ */
+import { runBenchCommand } from './command-main.js';
+import { GROWTH_USAGE, parseGrowthOptions } from './growth-options.js';
+import { runGrowthSession } from './growth-session.js';
+
+runBenchCommand({ tag: 'growth', usage: GROWTH_USAGE, parse: parseGrowthOptions, session: runGrowthSession });
