@@ -21,6 +21,7 @@ import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
 import { ReplayCache } from './replay-cache.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
 import { fingerprintRequest } from './request-fingerprint.js';
 import { TransactionHost } from './transaction-host.js';
 
@@ -47,6 +48,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     private readonly routes: IdempotentRoutes,
     private readonly cache: ReplayCache,
+    private readonly replays: ReplayLikelihood,
     private readonly transactions: TransactionHost,
     private readonly dataSource: DataSource,
     private readonly adapterHost: HttpAdapterHost,
@@ -80,12 +82,25 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const fingerprint = this.fingerprint(route, request);
     const cached = this.cache.get(id);
     if (cached) return { outcome: replayable(cached, fingerprint), replayed: true };
-    // No look-up first: a claim costs the first execution nothing extra, and it finds a held key itself.
-    const settled = route.lease
-      ? await this.phased.execute(id, fingerprint, route, next, request, response, attempt)
-      : await this.executeOnce(id, fingerprint, route, next, response, attempt);
+    const found = this.replays.likely(route.operation) ? await this.findLive(id, fingerprint) : undefined;
+    // Otherwise no look-up first: a claim costs the first execution nothing extra, and it finds a held key itself.
+    const settled =
+      found ??
+      (route.lease
+        ? await this.phased.execute(id, fingerprint, route, next, request, response, attempt)
+        : await this.executeOnce(id, fingerprint, route, next, response, attempt));
     if (settled.expiresAt) this.cache.set(id, fingerprint, settled.outcome, settled.expiresAt);
     return settled;
+  }
+
+  /** The fast replay: one read by primary key from the pool, no transaction. */
+  private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
+    const { text, values } = IdempotencyStatements.findLive(id);
+    const [row]: RecordRow[] = await this.dataSource.query(text, values);
+    const record = row && toStoredRecord(row);
+    this.replays.observe(id.operation, record?.outcome != null);
+    if (!record?.outcome) return undefined;
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
   }
 
   private fingerprint(route: IdempotentRoute, request: unknown): string {
@@ -113,6 +128,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         .finally(() => (attempt.claimMs = performance.now() - claimStarted));
       transaction = begun.transaction;
       const [row] = begun.first.rows;
+      this.replays.observe(id.operation, !row?.claimed);
       if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();

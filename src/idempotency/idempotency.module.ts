@@ -17,6 +17,7 @@ import { PhasedOperations } from './phases/phased-operation.js';
 import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { ReplayCache } from './replay-cache.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
 import { TransactionHost } from './transaction-host.js';
 
 /**
@@ -31,6 +32,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyEvents,
     IdempotencyEventLog,
     { provide: ReplayCache, useFactory: (options: ResolvedModuleOptions) => new ReplayCache(options.replayCacheSize), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
+    { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     IdempotentRoutes,
     IdempotentRoutesValidator,
     IdempotencyInterceptor,
@@ -55,6 +57,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyEvents,
     IdempotencyReaper,
     ReplayCache,
+    ReplayLikelihood,
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,

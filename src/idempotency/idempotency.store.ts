@@ -71,6 +71,15 @@ export const IdempotencyStatements = {
     };
   },
 
+  /** A live record, read from the pool outside any transaction. */
+  findLive(id: RecordId): PreparedStatement {
+    return {
+      name: 'idempotency.find-live',
+      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
+      values: [id.scope, id.operation, id.key],
+    };
+  },
+
   /** The record that holds the key, with a fresh snapshot. */
   readRecord(id: RecordId): PreparedStatement {
     return {
