@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import pg from 'pg';
+import { withClient } from '../src/database/scratch-database.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/database/embedded-postgres.js';
 
 /** A database made for one bench run, on DATABASE_URL's server or an embedded one. */
@@ -83,13 +83,4 @@ export async function createBenchDatabase(runId: string, log: (line: string) => 
   };
 }
 
-/** Runs `work` on a connection of its own to `url`, closed afterwards whatever happens. */
-export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
-}
+export { withClient };

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { startFakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
 import { AttemptLog } from './attempt-log.js';
-import { CleanupStack } from './cleanup.js';
+import { CleanupStack } from '../bench/cleanup-stack.js';
 import { DemoCluster } from './cluster.js';
 import { openChaosDatabase } from './database.js';
 import { FaultInjector } from './faults.js';
