@@ -99,14 +99,16 @@ export class PhasedFlow {
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
       if (claim.claimed) return claim;
-      attempt.collided = true;
       const record = await this.leases.read(id);
       if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
       if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt };
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.
-      if (record?.leaseLive) await sleep(Math.min(POLL_MS, remaining));
+      if (record?.leaseLive) {
+        attempt.collided = true; // it met an owner in flight
+        await sleep(Math.min(POLL_MS, remaining));
+      }
     }
   }
 }
