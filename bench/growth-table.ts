@@ -1,3 +1,4 @@
+import { REAP_BATCH } from '../src/idempotency/idempotency.reaper.js';
 import type pg from 'pg';
 import { withClient } from './bench-database.js';
 
@@ -84,15 +85,7 @@ async function inspect(client: pg.Client): Promise<Partial<TableStats>> {
  */
 export async function reaperPlan(url: string, batchSize: number): Promise<string[]> {
   return withClient(url, async (client) => {
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
-      `EXPLAIN (COSTS OFF)
-       WITH doomed AS (
-         SELECT ctid FROM idempotency_records
-          WHERE expires_at <= now() AND status <> 'in_progress'
-          ORDER BY expires_at LIMIT ${Number(batchSize)} FOR UPDATE SKIP LOCKED),
-       gone AS (DELETE FROM idempotency_records r USING doomed WHERE r.ctid = doomed.ctid RETURNING 1)
-       SELECT count(*)::int AS deleted FROM gone`,
-    );
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${REAP_BATCH}`, [new Date(), batchSize]);
     return rows.map((row) => row['QUERY PLAN'].trim());
   });
 }

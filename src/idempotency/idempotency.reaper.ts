@@ -16,6 +16,21 @@ export interface ReapResult {
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
+ * One batch: finished records expired before $1, at most $2 of them, oldest
+ * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
+ * plan a TID scan at any table size, whatever the statistics say.
+ */
+export const REAP_BATCH = `
+  WITH gone AS (
+    DELETE FROM idempotency_records
+     WHERE ctid = ANY (ARRAY(
+       SELECT ctid FROM idempotency_records
+        WHERE expires_at <= $1 AND status <> 'in_progress'
+        ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+    RETURNING 1)
+  SELECT count(*)::int AS deleted FROM gone`;
+
+/**
  * Deletes records past `expires_at`, on a timer cleared at shutdown.
  *
  * Deletes run in batches, each its own short transaction, walking the
@@ -91,18 +106,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
-      // ctid = ANY(ARRAY(...)) keeps the plan a TID scan at any table size and whatever the statistics say.
-      const [{ deleted }] = await manager.query(
-        `WITH gone AS (
-           DELETE FROM idempotency_records
-            WHERE ctid = ANY (ARRAY(
-              SELECT ctid FROM idempotency_records
-               WHERE expires_at <= $1 AND status <> 'in_progress'
-               ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-           RETURNING 1)
-         SELECT count(*)::int AS deleted FROM gone`,
-        [now, batchSize],
-      );
+      const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);
       return deleted;
     });
   }
