@@ -1,12 +1,12 @@
 import { Controller, HttpException, Injectable, Module, Post, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
-import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
-
-type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
+import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -228,6 +228,27 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(first.text);
       expect((await post('/entries', key, { label: 'other' })).status).toBe(422);
+    });
+
+    it('reads first, with no transaction, while replays are common on an instance with a cold cache', async () => {
+      const events: AttemptEvent[] = [];
+      const cold = await startApp(
+        { imports: ledgerAppModules(db.url, { replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) }) },
+        { adapter },
+      );
+      try {
+        const key = newKey();
+        const send = () => request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'retried' });
+        const first = await send();
+        for (let i = 0; i < 5; i++) expect((await send()).text).toBe(first.text);
+        const replays = events.filter((event) => event.outcome === 'replayed');
+        expect(replays).toHaveLength(5);
+        // The first replays come from a claim that found the key held; then plain reads take over.
+        expect(replays[0].claimMs).toBeDefined();
+        expect(replays[replays.length - 1].claimMs).toBeUndefined();
+      } finally {
+        await cold.close();
+      }
     });
 
     it('replays a record it did not cache from the claim that finds it', async () => {
