@@ -1,6 +1,8 @@
 import type { PhaseResult } from './load-protocol.js';
 import type { Scenario } from './scenarios.js';
-import { median } from './statistics.js';
+import { median, type RunSummary } from './statistics.js';
+
+export type { RunSummary };
 
 /** The growth scenario ids. */
 export type GrowthScenarioId = 'first' | 'replay' | 'replay-uncached';
@@ -48,18 +50,6 @@ export interface ReapingRun extends MeasuredRun {
   seconds: number;
   /** Deleted records per second between the two counts. */
   reapedPerSecond: number;
-}
-
-/** Medians over rounds of one group of runs. */
-export interface RunSummary {
-  rounds: number;
-  medianRequestsPerSecond: number;
-  medianP50Ms: number;
-  medianP99Ms: number;
-  /** Measured phases only, summed over rounds. */
-  statusCounts: Record<string, number>;
-  non2xx: number;
-  problems: string[];
 }
 
 /** Medians and totals over the measured phases of `runs`. */

@@ -11,10 +11,8 @@ export interface ScenarioRun {
   problems: string[];
 }
 
-/** One scenario over all rounds. */
-export interface ScenarioSummary {
-  id: ScenarioId;
-  label: string;
+/** Medians over rounds of one group of runs. */
+export interface RunSummary {
   rounds: number;
   medianRequestsPerSecond: number;
   medianP50Ms: number;
@@ -22,10 +20,16 @@ export interface ScenarioSummary {
   /** Measured phases only, summed over rounds. */
   statusCounts: Record<string, number>;
   non2xx: number;
+  problems: string[];
+}
+
+/** One scenario over all rounds. */
+export interface ScenarioSummary extends RunSummary {
+  id: ScenarioId;
+  label: string;
   replayed2xx: number;
   fresh2xx: number;
   burst?: { completeGroups: number; overlappingGroups: number };
-  problems: string[];
 }
 
 /** A scenario against the bare transaction: ratios of medians, and the same ratio round by round. */
