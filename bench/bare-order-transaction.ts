@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { TransactionHost } from '../src/idempotency/index.js';
-import type { CreateOrderDto } from '../src/orders/dto/create-order.dto.js';
-import type { OrderView } from '../src/orders/order.entity.js';
-import { OrdersService } from '../src/orders/orders.service.js';
+import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
+import type { OrderView } from '../src/demo/orders/order.entity.js';
+import { OrdersService } from '../src/demo/orders/orders.service.js';
 
 /** Every bench request acts for this tenant: the bench has no authentication to name one. */
 export const BENCH_TENANT = 'bench';

@@ -1,8 +1,8 @@
 import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { VALIDATION_OPTIONS } from '../src/app.module.js';
-import { dataSourceOptions } from '../src/database/data-source-options.js';
+import { VALIDATION_OPTIONS } from '../src/demo/app.module.js';
+import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';

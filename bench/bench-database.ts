@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import { withClient } from '../src/database/scratch-database.js';
-import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/database/embedded-postgres.js';
+import { withClient } from '../src/demo/database/scratch-database.js';
+import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/demo/database/embedded-postgres.js';
 
 /** A database made for one bench run, on DATABASE_URL's server or an embedded one. */
 export interface BenchDatabase {

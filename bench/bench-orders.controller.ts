@@ -1,8 +1,8 @@
 import { Body, Controller, Module, Post, Res } from '@nestjs/common';
 import { Idempotent } from '../src/idempotency/index.js';
-import { CreateOrderDto } from '../src/orders/dto/create-order.dto.js';
-import type { OrderView } from '../src/orders/order.entity.js';
-import { OrdersService } from '../src/orders/orders.service.js';
+import { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
+import type { OrderView } from '../src/demo/orders/order.entity.js';
+import { OrdersService } from '../src/demo/orders/orders.service.js';
 import { BareOrderTransaction, BENCH_TENANT } from './bare-order-transaction.js';
 
 /** Express and Fastify responses both set headers this way. */

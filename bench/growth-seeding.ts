@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { dataSourceOptions } from '../src/database/data-source-options.js';
+import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { withClient } from './bench-database.js';
 

@@ -1,7 +1,7 @@
 import { Body, Controller, type DynamicModule, Module, Post, Res } from '@nestjs/common';
 import { Idempotent as PeerIdempotent, NodeIdempotencyModule, StorageAdapterEnum } from '@node-idempotency/nestjs';
-import { CreateOrderDto } from '../src/orders/dto/create-order.dto.js';
-import type { OrderView } from '../src/orders/order.entity.js';
+import { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
+import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { BareOrderTransaction } from './bare-order-transaction.js';
 import type { HeaderWriter } from './bench-orders.controller.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createScratchDatabase, withClient } from '../src/database/scratch-database.js';
-import { sharedTempDir, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
-import { startFakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { createScratchDatabase, withClient } from '../src/demo/database/scratch-database.js';
+import { sharedTempDir, startEmbeddedPostgres } from '../src/demo/database/embedded-postgres.js';
+import { startFakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { chargesOf, createOrder, setFault } from '../test/support/demo.js';
 import { startDemoProcess } from '../test/support/demo-process.js';
 

@@ -2,11 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../src/database/embedded-postgres.js';
+import { freePort } from '../src/demo/database/embedded-postgres.js';
 import { isHealthy } from './health.js';
 
 /** The compiled demo; this file is compiled to dist/chaos/. */
-const DEMO_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+const DEMO_MAIN = fileURLToPath(new URL('../src/demo/main.js', import.meta.url));
 /** Migrations, and TypeORM's own connection retries while PostgreSQL restarts, fit in this. */
 const HEALTHY_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;

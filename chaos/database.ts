@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import pg from 'pg';
-import { freePort, sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/database/embedded-postgres.js';
-import { createScratchDatabase } from '../src/database/scratch-database.js';
+import { freePort, sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/demo/database/embedded-postgres.js';
+import { createScratchDatabase } from '../src/demo/database/scratch-database.js';
 import type { SeededRandom } from './random.js';
 
 /** Marks the harness's own connections, so that backend terminations spare them. */

@@ -1,4 +1,4 @@
-import type { Charge, FaultMode } from '../src/payment-provider/fake-payment-provider.js';
+import type { Charge, FaultMode } from '../src/demo/payment-provider/fake-payment-provider.js';
 
 /** A charge as the fake provider's ledger (`GET /charges`) lists it. */
 export type LedgerCharge = Charge;

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { startFakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { startFakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { AttemptLog } from './attempt-log.js';
 import { CleanupStack } from '../bench/cleanup-stack.js';
 import { DemoCluster } from './cluster.js';

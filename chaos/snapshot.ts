@@ -1,5 +1,5 @@
-import { type Order, toOrderView, type OrderView } from '../src/orders/order.entity.js';
-import { type Payment, toPaymentView, type PaymentView } from '../src/payments/payment.entity.js';
+import { type Order, toOrderView, type OrderView } from '../src/demo/orders/order.entity.js';
+import { type Payment, toPaymentView, type PaymentView } from '../src/demo/payments/payment.entity.js';
 import type { ChaosDatabase } from './database.js';
 import type { LedgerCharge, ProviderControl } from './provider-control.js';
 

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import request from 'supertest';
-import { AppModule } from '../src/app.module.js';
+import { AppModule } from '../src/demo/app.module.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 

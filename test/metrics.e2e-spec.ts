@@ -2,7 +2,7 @@ import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
 import { IdempotencyMetricsModule } from '../src/idempotency/metrics/index.js';
-import { MetricsController } from '../src/metrics/metrics.controller.js';
+import { MetricsController } from '../src/demo/metrics/metrics.controller.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';

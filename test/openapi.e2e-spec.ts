@@ -1,7 +1,7 @@
 import request from 'supertest';
-import { AppModule } from '../src/app.module.js';
+import { AppModule } from '../src/demo/app.module.js';
 import { SWAGGER_LOADER } from '../src/idempotency/openapi/idempotency-openapi.js';
-import { openApiDocument, serveOpenApi } from '../src/openapi.js';
+import { openApiDocument, serveOpenApi } from '../src/demo/openapi.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { EntriesController, LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';

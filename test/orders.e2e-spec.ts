@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { AppModule } from '../src/app.module.js';
+import { AppModule } from '../src/demo/app.module.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 

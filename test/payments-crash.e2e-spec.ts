@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startFakePaymentProvider, type FakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { startFakePaymentProvider, type FakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
 import { type DemoProcess, startDemoProcess } from './support/demo-process.js';
 import { HTTP_ADAPTERS } from './support/http-app.js';

@@ -1,6 +1,6 @@
 import request from 'supertest';
-import { AppModule } from '../src/app.module.js';
-import { startFakePaymentProvider, type FakePaymentProvider } from '../src/payment-provider/fake-payment-provider.js';
+import { AppModule } from '../src/demo/app.module.js';
+import { startFakePaymentProvider, type FakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';

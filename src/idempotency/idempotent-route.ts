@@ -1,9 +1,9 @@
 import { HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
-import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { fingerprintFieldsOf } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */

@@ -1,9 +1,8 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, SSE_METADATA } from '@nestjs/common/constants.js';
-import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
+import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from './nest-internals.js';
 
 /**
  * Checks every `@Idempotent()` route at startup, so that a route whose

@@ -5,6 +5,7 @@ export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
+export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
 export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
 export {

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The compiled demo (`npm test` builds first). */
-const MAIN = resolve('dist/src/main.js');
+const MAIN = resolve('dist/src/demo/main.js');
 
 /** The demo app running in a child process of its own, so that a test can kill it for real. */
 export interface DemoProcess {

@@ -1,7 +1,7 @@
 // Plain ESM: Jest loads global setup outside its module mapper, so this
 // imports the compiled launcher (`npm test` builds first).
 import { randomUUID } from 'node:crypto';
-import { sharedTempDir, startEmbeddedPostgres } from '../../dist/src/database/embedded-postgres.js';
+import { sharedTempDir, startEmbeddedPostgres } from '../../dist/src/demo/database/embedded-postgres.js';
 
 /**
  * Uses the server named by DATABASE_URL, or starts an embedded PostgreSQL for

@@ -1,6 +1,6 @@
 import type { INestApplication, ModuleMetadata } from '@nestjs/common';
 import { Test, type TestingModuleBuilder } from '@nestjs/testing';
-import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../src/http/http-setup.js';
+import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../src/demo/http/http-setup.js';
 
 /** The HTTP adapters every e2e suite runs on. */
 export const HTTP_ADAPTERS: readonly HttpAdapterName[] = ['express', 'fastify'];

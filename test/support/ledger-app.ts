@@ -13,11 +13,11 @@ import {
 } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Readable } from 'node:stream';
-import { migrations } from '../../migrations/index.js';
 import {
   Idempotent,
   IdempotencyModule,
   IdempotencyRecord,
+  idempotencyMigrations,
   type IdempotencyModuleOptions,
   type OperationPhases,
   Phased,
@@ -184,7 +184,7 @@ export const tenantFromHeader = (request: { headers: Record<string, string | und
 
 export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}) {
   return [
-    TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations, migrationsRun: true }),
+    TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
     IdempotencyModule.forRoot({ tenant: tenantFromHeader, ...options }),
     EntriesModule,
   ];

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { createScratchDatabase } from '../../src/database/scratch-database.js';
+import { createScratchDatabase } from '../../src/demo/database/scratch-database.js';
 
 /** A database of its own for one suite, on the server of DATABASE_URL. */
 export interface TestDatabase {

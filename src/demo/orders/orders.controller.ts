@@ -1,6 +1,6 @@
 import { Body, Controller, Get, NotFoundException, Param, ParseUUIDPipe, Post, Query, Res } from '@nestjs/common';
 import { Tenant } from '../auth/tenant.decorator.js';
-import { Idempotent } from '../idempotency/index.js';
+import { Idempotent } from '../../idempotency/index.js';
 import { CreateOrderDto } from './dto/create-order.dto.js';
 import { ListOrdersQuery } from './dto/list-orders.query.js';
 import type { OrderView } from './order.entity.js';

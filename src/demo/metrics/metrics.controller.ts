@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Registry } from 'prom-client';
 import { Public } from '../auth/api-key.guard.js';
-import { IDEMPOTENCY_METRICS_REGISTRY } from '../idempotency/metrics/index.js';
+import { IDEMPOTENCY_METRICS_REGISTRY } from '../../idempotency/metrics/index.js';
 
 /** Express and Fastify responses both set headers this way. */
 interface HeaderWriter {

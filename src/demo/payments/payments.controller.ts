@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, ParseUUIDPipe, Post } from '@nestjs/common';
 import { Tenant } from '../auth/tenant.decorator.js';
-import { Idempotent, Phased, PhasedExecution } from '../idempotency/index.js';
+import { Idempotent, Phased, PhasedExecution } from '../../idempotency/index.js';
 import { CapturePayment } from './capture-payment.operation.js';
 import { CreatePaymentDto } from './dto/create-payment.dto.js';
 import type { PaymentView } from './payment.entity.js';

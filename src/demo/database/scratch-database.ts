@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 /** A database of its own on a shared server: for one test suite, bench run or chaos run. */
@@ -17,7 +18,16 @@ export async function createScratchDatabase(serverUrl: string, prefix: string): 
   return {
     url: url.toString(),
     drop: async () => {
-      await withClient(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      await withClient(serverUrl, async (client) => {
+        // A pool's end() resolves before its sockets close; terminating one of those clients would
+        // emit an 'error' nobody listens to any more. So wait briefly for them to leave, then force.
+        for (let waited = 0; waited < 2_000; waited += 50) {
+          const { rows } = await client.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1`, [name]);
+          if (rows[0].n === 0) break;
+          await sleep(50);
+        }
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      });
     },
   };
 }

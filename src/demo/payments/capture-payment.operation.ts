@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { type OperationPhases, PhasedOperation, type PhasedOperationHandler } from '../idempotency/index.js';
+import { type OperationPhases, PhasedOperation, type PhasedOperationHandler } from '../../idempotency/index.js';
 import type { PaymentView } from './payment.entity.js';
 import { PaymentProviderClient } from './payment-provider.client.js';
 import { type NewPayment, PaymentsService } from './payments.service.js';

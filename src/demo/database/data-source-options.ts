@@ -1,6 +1,6 @@
 import type { DataSourceOptions } from 'typeorm';
-import { migrations } from '../../migrations/index.js';
-import { IdempotencyRecord } from '../idempotency/index.js';
+import { IdempotencyRecord, idempotencyMigrations } from '../../idempotency/index.js';
+import { demoMigrations } from '../migrations/index.js';
 import { Order } from '../orders/order.entity.js';
 import { OutboxEvent } from '../orders/outbox-event.entity.js';
 import { Payment } from '../payments/payment.entity.js';
@@ -11,7 +11,7 @@ export function dataSourceOptions(url: string): DataSourceOptions {
     type: 'postgres',
     url,
     entities: [Order, OutboxEvent, Payment, IdempotencyRecord],
-    migrations,
+    migrations: [...idempotencyMigrations, ...demoMigrations],
     migrationsRun: true,
     synchronize: false,
     // Pipelining lets the idempotency layer send BEGIN with its claim, and its outcome with COMMIT.

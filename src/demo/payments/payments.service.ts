@@ -1,5 +1,5 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { TransactionHost } from '../idempotency/index.js';
+import { TransactionHost } from '../../idempotency/index.js';
 import { Order } from '../orders/order.entity.js';
 import { OutboxEvent } from '../orders/outbox-event.entity.js';
 import { Payment, type PaymentStatus, toPaymentView, type PaymentView } from './payment.entity.js';

@@ -1,5 +1,5 @@
 import { BadRequestException, Injectable } from '@nestjs/common';
-import { TransactionHost } from '../idempotency/index.js';
+import { TransactionHost } from '../../idempotency/index.js';
 import type { CreateOrderDto } from './dto/create-order.dto.js';
 import { Order, toOrderView, type OrderView } from './order.entity.js';
 import { OutboxEvent } from './outbox-event.entity.js';

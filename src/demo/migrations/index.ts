@@ -1,0 +1,5 @@
+import { CreateOrders1764400001000 } from './1764400001000-CreateOrders.js';
+import { CreatePayments1764400003000 } from './1764400003000-CreatePayments.js';
+
+/** The demo's own tables; the demo runs them after the package's migrations. */
+export const demoMigrations = [CreateOrders1764400001000, CreatePayments1764400003000];

@@ -1,0 +1,16 @@
+/**
+ * The only file that reads Nest's metadata keys, which Nest exports for its
+ * own packages through `@nestjs/common/internal` and not as public API. The
+ * module needs them to learn a route's method, path and `@HttpCode()`, and to
+ * refuse routes whose response it cannot record (`@Res()`, `@Next()`,
+ * `@Sse()`). A Nest upgrade that renames them breaks here, at compile time.
+ */
+export {
+  HTTP_CODE_METADATA,
+  METHOD_METADATA,
+  PATH_METADATA,
+  RESPONSE_PASSTHROUGH_METADATA,
+  ROUTE_ARGS_METADATA,
+  RouteParamtypes,
+  SSE_METADATA,
+} from '@nestjs/common/internal';
