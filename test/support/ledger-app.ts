@@ -186,6 +186,7 @@ export const tenantFromHeader = (request: { headers: Record<string, string | und
 export interface LedgerDataSourceOptions {
   migrationsRun?: boolean;
   synchronize?: boolean;
+  manualInitialization?: boolean;
   /** Passed to the pg pool, e.g. `{ options: '-c search_path=other' }`. */
   extra?: Record<string, unknown>;
 }
