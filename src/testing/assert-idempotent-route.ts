@@ -80,7 +80,8 @@ export async function assertIdempotentRoute(check: IdempotentRouteCheck): Promis
   const expectEffects = async (executions: number, sent: string, hint: string) => {
     const now = await check.countEffects();
     const added = now - effects;
-    probe.check(added === executions * perExecution, `${sent} added ${added} effects (${effects} → ${now}); expected ${executions * perExecution}. ${hint}`, added, executions * perExecution);
+    const expected = executions * perExecution;
+    probe.check(added === expected, `${sent} added ${effectCount(added)} (${effects} → ${now}); expected ${expected}. ${hint}`, added, expected);
     effects = now;
   };
   const checks: IdempotencyCheckResult[] = [];
@@ -90,7 +91,7 @@ export async function assertIdempotentRoute(check: IdempotentRouteCheck): Promis
   probe.check(first.status >= 200 && first.status < 300, `the first request with a fresh key answered ${describe(first)}; expected a 2xx. Check the body and headers the route needs.`, first.status, '2xx');
   probe.check(!isReplay(first), `the first request with a fresh key came back with ${REPLAYED_HEADER}: true; expected a first execution.`);
   await expectEffects(1, 'the first request with a fresh key', 'Does countEffects() count what the route writes, and effectsPerExecution say how much one execution adds?');
-  checks.push({ name: 'first-execution', result: 'passed', detail: `${first.status}, ${perExecution} effect(s)` });
+  checks.push({ name: 'first-execution', result: 'passed', detail: `${first.status}, ${effectCount(perExecution)}` });
 
   const retry = await probe.send(check.body, key);
   await expectEffects(0, `a retry with the same ${headerName}`, `The route is not idempotent: the handler ran again. Is @Idempotent() on it, and is its key header ${headerName}?`);
@@ -140,6 +141,10 @@ function checkBurst(probe: RouteProbe, answers: Answer[], successStatus: number,
   const differing = successes.find((answer) => !answer.body.equals(executed[0].body));
   probe.check(!differing, `${sent}, a replay's body differs from the execution's.`, differing?.body.toString('utf8'), executed[0].body.toString('utf8'));
   return { size: answers.length, replayed: successes.length - 1, conflicts: answers.length - successes.length };
+}
+
+function effectCount(count: number): string {
+  return `${count} effect${count === 1 ? '' : 's'}`;
 }
 
 function newKey(): string {
