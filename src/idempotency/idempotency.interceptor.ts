@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
 import { DataSource, type EntityManager } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
-import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
+import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents, timeStep } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
   IdempotencyDatabaseUnavailableException,
@@ -64,7 +64,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
 
-    const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false };
+    const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false, timeline: { start: performance.now() } };
     return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
         next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
@@ -125,19 +125,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
           attempt.collided = true;
           throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
         })
-        .finally(() => (attempt.claimMs = performance.now() - claimStarted));
+        .finally(() => {
+          attempt.claimMs = performance.now() - claimStarted;
+          timeStep(attempt, 'claim', claimStarted);
+        });
       transaction = begun.transaction;
       const [row] = begun.first.rows;
       this.replays.observe(id.operation, !row?.claimed);
       if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
-      const outcome = await this.runHandler(transaction, runner.manager, route, next, response);
+      const outcome = await this.runHandler(transaction, runner.manager, route, next, response).finally(() => timeStep(attempt, 'handler', handlerStarted));
       attempt.handlerMs = performance.now() - handlerStarted;
-      await transaction.commitWith(IdempotencyStatements.complete(id, outcome)).catch((error: Error) => {
-        this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
-        throw error;
-      });
+      const commitStarted = performance.now();
+      await transaction
+        .commitWith(IdempotencyStatements.complete(id, outcome))
+        .catch((error: Error) => {
+          this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
+          throw error;
+        })
+        .finally(() => timeStep(attempt, 'commit', commitStarted));
       return { outcome, replayed: false, expiresAt: row.expires_at };
     } catch (error) {
       await transaction?.rollback();

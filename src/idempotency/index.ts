@@ -17,7 +17,10 @@ export {
   type CommitFailedEvent,
   type ReapedEvent,
   type LeaseExpiredEvent,
+  type AttemptTimeline,
+  type StepTiming,
 } from './events/idempotency-events.js';
+export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
 export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
 export { Phased, PhasedExecution } from './phases/phased-execution.js';

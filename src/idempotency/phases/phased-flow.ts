@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
-import type { AttemptEvent } from '../events/idempotency-events.js';
+import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import { IdempotencyKeyReusedException, IdempotencyRequestInProgressException, operationFailedOutcome } from '../idempotency.exceptions.js';
@@ -49,7 +49,10 @@ export class PhasedFlow {
     const owner = randomUUID();
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
-    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => (attempt.claimMs = performance.now() - claimStarted));
+    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => {
+      attempt.claimMs = performance.now() - claimStarted;
+      timeStep(attempt, 'claim', claimStarted);
+    });
     if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt };
     if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
@@ -69,8 +72,10 @@ export class PhasedFlow {
     try {
       const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
       attempt.handlerMs = performance.now() - handlerStarted;
+      timeStep(attempt, 'handler', handlerStarted);
       outcome = captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
+      timeStep(attempt, 'handler', handlerStarted);
       if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
         // Before the operation started (a validation error, say) nothing can have
         // happened, so the key is freed as in a rollback. After, finished phases
@@ -80,7 +85,9 @@ export class PhasedFlow {
       }
       outcome = captureError(error);
     }
-    if (!(await this.leases.finish(id, owner, outcome, route.retention))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    const commitStarted = performance.now();
+    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => timeStep(attempt, 'commit', commitStarted));
+    if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome, replayed: false };
   }
 
