@@ -1,6 +1,6 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
@@ -47,7 +47,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private stopping = false;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -103,7 +103,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
 
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
   private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.served.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
       const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);

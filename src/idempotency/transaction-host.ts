@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { DataSource, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 
 /**
  * The EntityManager of the transaction an idempotent request runs in.
@@ -8,7 +9,7 @@ import { DataSource, type EntityManager } from 'typeorm';
  * Services write through `host.manager` and never pass a manager around:
  * inside an `@Idempotent()` handler it is the claim's transaction, so the
  * business writes commit or roll back together with the recorded outcome;
- * elsewhere it is the DataSource's own manager.
+ * elsewhere it is the own manager of the DataSource the module serves.
  *
  * @example
  * constructor(private readonly tx: TransactionHost) {}
@@ -18,10 +19,10 @@ import { DataSource, type EntityManager } from 'typeorm';
 export class TransactionHost {
   private readonly storage = new AsyncLocalStorage<EntityManager>();
 
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(private readonly served: IdempotencyDataSource) {}
 
   get manager(): EntityManager {
-    return this.storage.getStore() ?? this.dataSource.manager;
+    return this.storage.getStore() ?? this.served.dataSource.manager;
   }
 
   /** Whether the caller runs inside an idempotent request's transaction. */

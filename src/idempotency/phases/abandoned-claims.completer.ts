@@ -1,7 +1,7 @@
 import { HttpException, Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
@@ -29,7 +29,7 @@ export interface CompleterPass {
 @Injectable()
 export class AbandonedClaimsCompleter {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly leases: LeaseStore,
     private readonly runner: PhasedOperationRunner,
     private readonly operations: PhasedOperations,
@@ -39,7 +39,7 @@ export class AbandonedClaimsCompleter {
 
   async completeAbandoned(limit = 100): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
-    const candidates: Array<RecordId & { owner_token: string | null }> = await this.dataSource.query(
+    const candidates: Array<RecordId & { owner_token: string | null }> = await this.served.dataSource.query(
       `SELECT scope, operation, key, owner_token FROM idempotency_records
         WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
       [limit],

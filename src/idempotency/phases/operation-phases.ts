@@ -74,9 +74,9 @@ export class OperationPhases {
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
     const { id, owner, leaseMs, signal } = this.ownership;
-    if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.renew(this.leases.pool, id, owner, leaseMs))) throw new LeaseLostError();
     const resultJson = toJson(await call(downstreamKey(id, phase), signal));
-    if (!(await this.leases.savePhase(this.dataSource, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.savePhase(this.leases.pool, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
 
