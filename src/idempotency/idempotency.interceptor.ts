@@ -94,10 +94,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return settled;
   }
 
-  /** The fast replay: one read by primary key from the pool, no transaction. */
+  /** The fast replay: one read by primary key from the pool, outside any transaction. */
   private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     const { text, values } = IdempotencyStatements.findLive(id);
-    const [row]: RecordRow[] = await this.served.dataSource.query(text, values);
+    const [row]: RecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
     const record = row && toStoredRecord(row);
     this.replays.observe(id.operation, record?.outcome != null);
     if (!record?.outcome) return undefined;

@@ -4,6 +4,7 @@ import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { TransactionHost } from './transaction-host.js';
 
 export interface ReapResult {
   deleted: number;
@@ -48,6 +49,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -81,8 +83,12 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, within the pass's time budget. */
-  async reap(now: Date = new Date()): Promise<ReapResult> {
+  /** Deletes finished records that expired before `now`, within the pass's time budget, outside any request's transaction. */
+  reap(now: Date = new Date()): Promise<ReapResult> {
+    return this.transactions.outside(() => this.reapBatches(now));
+  }
+
+  private async reapBatches(now: Date): Promise<ReapResult> {
     const { batchSize, timeBudgetMs } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };

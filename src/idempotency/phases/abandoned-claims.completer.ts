@@ -7,6 +7,7 @@ import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError } from '../outcome-capture.js';
+import { TransactionHost } from '../transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { PhasedOperations } from './phased-operation.js';
 import { PhasedOperationRunner } from './phased-operation.runner.js';
@@ -30,6 +31,7 @@ export interface CompleterPass {
 export class AbandonedClaimsCompleter {
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly leases: LeaseStore,
     private readonly runner: PhasedOperationRunner,
     private readonly operations: PhasedOperations,
@@ -37,7 +39,12 @@ export class AbandonedClaimsCompleter {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async completeAbandoned(limit = 100): Promise<CompleterPass> {
+  /** One pass over claims whose lease lapsed, outside any request's transaction. */
+  completeAbandoned(limit = 100): Promise<CompleterPass> {
+    return this.transactions.outside(() => this.completePass(limit));
+  }
+
+  private async completePass(limit: number): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
     const candidates: Array<RecordId & { owner_token: string | null }> = await this.served.dataSource.query(
       `SELECT scope, operation, key, owner_token FROM idempotency_records

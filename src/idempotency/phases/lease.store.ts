@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
+import { TransactionHost } from '../transaction-host.js';
 
 /** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
 export interface Queryable {
@@ -43,12 +44,15 @@ const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
  */
 @Injectable()
 export class LeaseStore {
-  /** The served DataSource's pool: each statement commits on its own. */
+  /** The served DataSource's pool, outside any request's transaction: each statement commits on its own. */
   readonly pool: Queryable = {
-    query: (sql, parameters) => this.served.dataSource.query(sql, parameters),
+    query: (sql, parameters) => this.transactions.outside(() => this.served.dataSource.query(sql, parameters)),
   };
 
-  constructor(private readonly served: IdempotencyDataSource) {}
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
+  ) {}
 
   /**
    * Claims the key with a lease, in a statement of its own (so it commits at
