@@ -10,6 +10,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
+import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -25,6 +26,8 @@ import { TransactionHost } from './transaction-host.js';
  * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
  * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
  * `dataSource: 'main'` serves a named connection instead of the default one.
+ * At startup it checks its table, and fails the boot when the migration in
+ * `idempotencyMigrations` has not run.
  */
 @Module({
   imports: [DiscoveryModule],
@@ -38,6 +41,7 @@ import { TransactionHost } from './transaction-host.js';
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     IdempotentRoutes,
     IdempotentRoutesValidator,
+    IdempotencySchemaCheck,
     IdempotencyInterceptor,
     IdempotencyFilter,
     LeaseStore,

@@ -68,14 +68,19 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     await this.pass;
   }
 
-  /** One scheduled pass: finish abandoned claims, then delete expired records. A tick during a pass is skipped. */
+  /**
+   * One scheduled pass: delete expired records, then finish abandoned claims.
+   * The deletion goes first and each step fails on its own, so that a claim
+   * the completer cannot handle never keeps expired records in the table, and
+   * a slow completer does not hold up this pass's deletion. A tick during a
+   * pass is skipped.
+   */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
       try {
-        await this.completer.completeAbandoned();
-        await this.reap();
-      } catch (error) {
-        this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
+        await this.reap().catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
+        if (this.stopping) return;
+        await this.completer.completeAbandoned().catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
       } finally {
         this.pass = undefined;
       }

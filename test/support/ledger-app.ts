@@ -182,9 +182,25 @@ export class EntriesModule {}
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */
 export const tenantFromHeader = (request: { headers: Record<string, string | undefined> }) => request.headers['x-tenant'];
 
-export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}) {
+/** What a suite may change in the DataSource's options: by default the migrations run and nothing synchronizes. */
+export interface LedgerDataSourceOptions {
+  migrationsRun?: boolean;
+  synchronize?: boolean;
+  manualInitialization?: boolean;
+  /** Passed to the pg pool, e.g. `{ options: '-c search_path=other' }`. */
+  extra?: Record<string, unknown>;
+}
+
+export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}, dataSource: LedgerDataSourceOptions = {}) {
   return [
-    TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
+    TypeOrmModule.forRoot({
+      type: 'postgres',
+      url: databaseUrl,
+      entities: [IdempotencyRecord],
+      migrations: idempotencyMigrations,
+      migrationsRun: true,
+      ...dataSource,
+    }),
     IdempotencyModule.forRoot({ tenant: tenantFromHeader, ...options }),
     EntriesModule,
   ];
