@@ -66,9 +66,10 @@ export class ClaimTransaction {
 
   /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
   async commitWith(statement: PreparedStatement): Promise<void> {
-    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
-    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setOpen(false);
+    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
     if (written.status === 'rejected') throw written.reason;
     if (committed.status === 'rejected') throw committed.reason;
   }

@@ -1,6 +1,6 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1764400000000 } from '../../migrations/1764400000000-CreateIdempotencyRecords.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 
 /**
@@ -68,17 +68,18 @@ const HOW_TO_RUN =
  */
 @Injectable()
 export class IdempotencySchemaCheck implements OnModuleInit {
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(private readonly served: IdempotencyDataSource) {}
 
   async onModuleInit(): Promise<void> {
+    const dataSource = this.served.dataSource;
     // TypeOrmModule initialises its DataSource (and runs its migrations) before providing it, unless told not to.
-    if (!this.dataSource.isInitialized) {
+    if (!dataSource.isInitialized) {
       throw new IdempotencyConfigurationError(
         'IdempotencyModule cannot start: its DataSource is not initialised yet. Let TypeOrmModule initialise it ' +
           '(no `manualInitialization`), or call `dataSource.initialize()` before the application initialises.',
       );
     }
-    const [table]: TableDescription[] = await this.dataSource.query(DESCRIBE_TABLE);
+    const [table]: TableDescription[] = await dataSource.query(DESCRIBE_TABLE);
     const problems = schemaProblems(table);
     if (problems) throw new IdempotencyConfigurationError(problems);
   }

@@ -2,7 +2,7 @@ import { type CallHandler, type ExecutionContext, HttpException, Injectable, typ
 import { HttpAdapterHost } from '@nestjs/core';
 import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
-import { DataSource, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents, timeStep } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
@@ -16,6 +16,7 @@ import {
 } from './idempotency.exceptions.js';
 import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { asUnavailable, isLockTimeout } from './database-errors.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
@@ -50,7 +51,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly cache: ReplayCache,
     private readonly replays: ReplayLikelihood,
     private readonly transactions: TransactionHost,
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
     private readonly events: IdempotencyEvents,
@@ -93,10 +94,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return settled;
   }
 
-  /** The fast replay: one read by primary key from the pool, no transaction. */
+  /** The fast replay: one read by primary key from the pool, outside any transaction. */
   private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     const { text, values } = IdempotencyStatements.findLive(id);
-    const [row]: RecordRow[] = await this.dataSource.query(text, values);
+    const [row]: RecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
     const record = row && toStoredRecord(row);
     this.replays.observe(id.operation, record?.outcome != null);
     if (!record?.outcome) return undefined;
@@ -113,7 +114,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Claims the key and runs the handler, or replays the record that holds the key. */
   private async executeOnce(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, response: unknown, attempt: AttemptEvent): Promise<Settled> {
-    const runner = this.dataSource.createQueryRunner();
+    const runner = this.served.dataSource.createQueryRunner();
     let transaction: ClaimTransaction | undefined;
     try {
       const claimStarted = performance.now();

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { IdempotencyFilter } from './idempotency.filter.js';
@@ -24,6 +25,7 @@ import { TransactionHost } from './transaction-host.js';
 /**
  * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
  * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
+ * `dataSource: 'main'` serves a named connection instead of the default one.
  * At startup it checks its table, and fails the boot when the migration in
  * `idempotencyMigrations` has not run.
  */
@@ -31,6 +33,7 @@ import { TransactionHost } from './transaction-host.js';
   imports: [DiscoveryModule],
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
+    IdempotencyDataSource,
     TransactionHost,
     IdempotencyEvents,
     IdempotencyEventLog,
@@ -57,6 +60,7 @@ import { TransactionHost } from './transaction-host.js';
   ],
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
   exports: [
+    IdempotencyDataSource,
     TransactionHost,
     IdempotencyEvents,
     IdempotencyReaper,

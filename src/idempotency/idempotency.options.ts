@@ -1,8 +1,17 @@
+import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
 export interface IdempotencyModuleOptions {
+  /**
+   * The DataSource the module serves: a connection name as given to
+   * `TypeOrmModule.forRoot({ name })`, or the injection token of a
+   * DataSource provider (`getDataSourceToken('main')`, a class, a symbol).
+   * The claims, the records and the business writes that join them all live
+   * there. Default: the default DataSource.
+   */
+  dataSource?: InjectionToken;
   /** How long, in ms, a recorded outcome replays. Default 24 hours. */
   retention?: number;
   /** The request header that carries the key. Default `Idempotency-Key`. */
@@ -96,6 +105,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     .filter((name) => name !== 'set-cookie');
   const reaper = options.reaper || {};
   return {
+    dataSource: options.dataSource ?? 'default',
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),

@@ -1,9 +1,10 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { TransactionHost } from './transaction-host.js';
 
 export interface ReapResult {
   deleted: number;
@@ -47,7 +48,8 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private stopping = false;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -86,8 +88,12 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, within the pass's time budget. */
-  async reap(now: Date = new Date()): Promise<ReapResult> {
+  /** Deletes finished records that expired before `now`, within the pass's time budget, outside any request's transaction. */
+  reap(now: Date = new Date()): Promise<ReapResult> {
+    return this.transactions.outside(() => this.reapBatches(now));
+  }
+
+  private async reapBatches(now: Date): Promise<ReapResult> {
     const { batchSize, timeBudgetMs } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
@@ -108,7 +114,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
 
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
   private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.served.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
       const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);

@@ -70,6 +70,10 @@ export class PhasedFlow {
     let outcome: RecordedOutcome;
     const handlerStarted = performance.now();
     try {
+      // No transaction is current here: the claim has committed, and each local phase opens its own.
+      // A write outside a local phase (before run(), in an external phase) therefore joins nothing and
+      // runs on the pool, committing on its own as outside a request, rather than join a closed
+      // transaction; database writes belong in phases.local().
       const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
       attempt.handlerMs = performance.now() - handlerStarted;
       timeStep(attempt, 'handler', handlerStarted);
