@@ -156,9 +156,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * The key is held. A record the claim's snapshot could see was committed
-   * before it; none means an owner committed while the claim waited on its
-   * row, and a fresh read finds what it recorded.
+   * The key is held. A live record the claim's snapshot could see was
+   * committed before it; none means an owner committed while the claim
+   * waited on its row (a first execution, or a takeover of an expired
+   * record), and a fresh read finds what it recorded. Neither read returns an
+   * expired record: nothing replays, nor answers 422, from one.
    */
   private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
     if (!row) attempt.collided = true;

@@ -41,10 +41,14 @@ export interface ClaimRow extends Partial<RecordRow> {
  * The claim inserts an in-progress record, or takes over an expired,
  * finished one (an expired phased claim is the completer's to resolve), with
  * `lock_timeout` set in the same statement. A concurrent owner's uncommitted
- * row makes it wait up to that timeout, then fail with SQLSTATE 55P03. When
- * the key is held, the same statement returns the record, if this
- * statement's snapshot can see it; one committed during the wait needs a
- * second look (`readRecord`).
+ * row makes it wait up to that timeout, then fail with SQLSTATE 55P03.
+ *
+ * When the key is held, the claim returns the record, if this statement's
+ * snapshot can see it live. A record committed while the claim waited on its
+ * row (a first execution, or a takeover of an expired record) is newer than
+ * that snapshot, which may still hold the row's expired version: expired
+ * versions are never returned, and a second look (`readRecord`) finds what
+ * the owner committed. Expiry is always the database's clock.
  */
 export const IdempotencyStatements = {
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
@@ -58,7 +62,7 @@ export const IdempotencyStatements = {
                  SET fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL,
                      response_headers = NULL, response_body = NULL, created_at = EXCLUDED.created_at,
                      completed_at = NULL, expires_at = EXCLUDED.expires_at
-                 WHERE r.expires_at <= now() AND r.status <> 'in_progress'
+                 WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
                RETURNING (xmax <> 0) AS took_over, expires_at)
              SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
                     NULL::jsonb AS response_headers, NULL AS response_body
@@ -66,7 +70,7 @@ export const IdempotencyStatements = {
              UNION ALL
              SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
                FROM idempotency_records
-              WHERE scope = $1 AND operation = $2 AND key = $3 AND NOT EXISTS (SELECT 1 FROM claim)`,
+              WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim)`,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
     };
   },
@@ -80,11 +84,11 @@ export const IdempotencyStatements = {
     };
   },
 
-  /** The record that holds the key, with a fresh snapshot. */
+  /** The live record that holds the key, with a fresh snapshot. */
   readRecord(id: RecordId): PreparedStatement {
     return {
       name: 'idempotency.read',
-      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3`,
+      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
       values: [id.scope, id.operation, id.key],
     };
   },

@@ -113,9 +113,11 @@ export class LeaseStore {
     return rows.length === 1;
   }
 
+  /** The record that holds the key: a claim, or a finished record that has not expired (an expired one is claimable). */
   async read(id: RecordId): Promise<PhasedRecord | undefined> {
     const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown> }> = await this.pool.query(
-      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records WHERE ${PK}`,
+      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records
+        WHERE ${PK} AND (status = 'in_progress' OR expires_at > now())`,
       [id.scope, id.operation, id.key],
     );
     if (!rows.length) return undefined;
