@@ -1,5 +1,6 @@
 import { Controller, HttpException, Injectable, Module, Post, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
@@ -160,6 +161,26 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
       expect(duplicate.status).toBe(201);
       expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
       expect(await entriesLabelled('second-chance')).toBe(1);
+    });
+  });
+
+  describe('the handler’s own statements', () => {
+    it('wait on a lock as long as the connection allows, not the claim’s wait', async () => {
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE ledger_entries IN SHARE MODE');
+        const released = sleep(3000).then(() => holder.query('COMMIT'));
+        const started = Date.now();
+        const response = await post('/entries', newKey(), { label: 'lock-wait' });
+        await released;
+        expect(response.status).toBe(201);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+        expect(await entriesLabelled('lock-wait')).toBe(1);
+      } finally {
+        await holder.end();
+      }
     });
   });
 

@@ -132,8 +132,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
         });
       transaction = begun.transaction;
       const [row] = begun.first.rows;
-      this.replays.observe(id.operation, !row?.claimed);
-      if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
+      this.replays.observe(id.operation, !row.claimed);
+      if (!row.claimed) return await this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
       const outcome = await this.runHandler(transaction, runner.manager, route, next, response).finally(() => timeStep(attempt, 'handler', handlerStarted));
@@ -146,7 +146,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           throw error;
         })
         .finally(() => timeStep(attempt, 'commit', commitStarted));
-      return { outcome, replayed: false, expiresAt: row.expires_at };
+      return { outcome, replayed: false, expiresAt: row.expires_at! };
     } catch (error) {
       await transaction?.rollback();
       throw error;
