@@ -1,7 +1,15 @@
+import { jest } from '@jest/globals';
 import request from 'supertest';
+import { IdempotencyReaper } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Every timer API stays real: only `Date` is moved, as on a host whose clock is off. */
+const REAL_TIMERS = ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] as const;
+const skewProcessClock = (skewMs: number) => jest.useFakeTimers({ now: Date.now() + skewMs, advanceTimers: true, doNotFake: [...REAL_TIMERS] });
 
 describe.each(HTTP_ADAPTERS)('expired keys (%s)', (adapter) => {
   let db: TestDatabase;
@@ -61,6 +69,47 @@ describe.each(HTTP_ADAPTERS)('expired keys (%s)', (adapter) => {
 
     it('runs once when the new request differs from the expired record’s, with no 422', async () => {
       expectOneNewExecution(await storm('storm-old-body', 'storm-new-body'));
+    });
+  });
+
+  describe('an instance whose process clock is off by an hour', () => {
+    afterEach(() => jest.useRealTimers());
+
+    it('deletes no live record when its clock runs ahead, so a retry replays', async () => {
+      skewProcessClock(+3_600_000);
+      const instance = await startApp({ imports: ledgerAppModules(db.url, { retention: 30 * 60_000, reaper: { intervalMs: 3_600_000 } }) }, { adapter });
+      try {
+        const key = newKey();
+        const first = await send(instance, key, 'clock-ahead');
+        expect(first.status).toBe(201);
+        await instance.app.get(IdempotencyReaper).reap();
+        expect(await db.query(`SELECT status FROM idempotency_records WHERE key = $1`, [key])).toEqual([{ status: 'completed' }]);
+        const retry = await send(instance, key, 'clock-ahead');
+        expect(retry.headers['idempotent-replayed']).toBe('true');
+        expect(retry.text).toBe(first.text);
+        expect(await entriesAfter(first.body.entry - 1)).toEqual([first.body.entry]);
+      } finally {
+        await instance.close();
+      }
+    });
+
+    it('replays no expired record from its cache when its clock runs behind', async () => {
+      skewProcessClock(-3_600_000);
+      // Retention just over the cache's 5 s margin: the outcome is cached for a moment only.
+      const instance = await startApp({ imports: ledgerAppModules(db.url, { retention: 5_100, reaper: false }) }, { adapter });
+      try {
+        const key = newKey();
+        const first = await send(instance, key, 'clock-behind');
+        expect(first.status).toBe(201);
+        await sleep(300);
+        await expire(key);
+        const after = await send(instance, key, 'clock-behind');
+        expect(after.status).toBe(201);
+        expect(after.headers['idempotent-replayed']).toBeUndefined();
+        expect(after.body.entry).not.toBe(first.body.entry);
+      } finally {
+        await instance.close();
+      }
     });
   });
 });

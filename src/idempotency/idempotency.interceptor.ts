@@ -14,7 +14,7 @@ import {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
-import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { asUnavailable, isLockTimeout } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
@@ -35,6 +35,8 @@ export interface Settled {
   replayed: boolean;
   /** When the record expires, where known: the outcome may then be cached until that instant. */
   expiresAt?: Date;
+  /** The database's `now()` when `expiresAt` was read: the cache measures the time left on the database's clock. */
+  databaseNow?: Date;
 }
 
 /**
@@ -81,6 +83,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
     attempt.keyHash = hashKey(id);
     const fingerprint = this.fingerprint(route, request);
+    const askedAt = this.cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const cached = this.cache.get(id);
     if (cached) return { outcome: replayable(cached, fingerprint), replayed: true };
     const found = this.replays.likely(route.operation) ? await this.findLive(id, fingerprint) : undefined;
@@ -90,18 +93,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
       (route.lease
         ? await this.phased.execute(id, fingerprint, route, next, request, response, attempt)
         : await this.executeOnce(id, fingerprint, route, next, response, attempt));
-    if (settled.expiresAt) this.cache.set(id, fingerprint, settled.outcome, settled.expiresAt);
+    if (settled.expiresAt && settled.databaseNow) this.cache.set(id, fingerprint, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return settled;
   }
 
   /** The fast replay: one read by primary key from the pool, outside any transaction. */
   private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     const { text, values } = IdempotencyStatements.findLive(id);
-    const [row]: RecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
+    const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
     const record = row && toStoredRecord(row);
     this.replays.observe(id.operation, record?.outcome != null);
     if (!record?.outcome) return undefined;
-    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
   }
 
   private fingerprint(route: IdempotentRoute, request: unknown): string {
@@ -146,7 +149,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           throw error;
         })
         .finally(() => timeStep(attempt, 'commit', commitStarted));
-      return { outcome, replayed: false, expiresAt: row.expires_at! };
+      return { outcome, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now };
     } catch (error) {
       await transaction?.rollback();
       throw error;
@@ -164,11 +167,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
     if (!row) attempt.collided = true;
-    const holder = row ?? (await transaction.query<RecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
+    const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
     await transaction.rollback();
     const record = holder && toStoredRecord(holder as RecordRow);
     if (!record?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
 
   /**

@@ -17,7 +17,7 @@ export interface ReapResult {
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
- * One batch: finished records expired before $1, at most $2 of them, oldest
+ * One batch: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
  * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
  * plan a TID scan at any table size, whatever the statistics say.
  */
@@ -26,7 +26,7 @@ export const REAP_BATCH = `
     DELETE FROM idempotency_records
      WHERE ctid = ANY (ARRAY(
        SELECT ctid FROM idempotency_records
-        WHERE expires_at <= $1 AND status <> 'in_progress'
+        WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
         ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::int AS deleted FROM gone`;
@@ -88,12 +88,17 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, within the pass's time budget, outside any request's transaction. */
-  reap(now: Date = new Date()): Promise<ReapResult> {
+  /**
+   * Deletes finished records that expired by `now`, within the pass's time
+   * budget, outside any request's transaction. Without `now` (as on the
+   * timer), expiry is the database's clock, never this process's: a process
+   * clock that runs ahead deletes nothing live.
+   */
+  reap(now?: Date): Promise<ReapResult> {
     return this.transactions.outside(() => this.reapBatches(now));
   }
 
-  private async reapBatches(now: Date): Promise<ReapResult> {
+  private async reapBatches(now: Date | undefined): Promise<ReapResult> {
     const { batchSize, timeBudgetMs } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
@@ -113,11 +118,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
-  private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
+  private deleteBatch(now: Date | undefined, batchSize: number): Promise<number | undefined> {
     return this.served.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
-      const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);
+      const [{ deleted }] = await manager.query(REAP_BATCH, [now ?? null, batchSize]);
       return deleted;
     });
   }

@@ -32,6 +32,13 @@ export interface RecordRow {
 export interface ClaimRow extends Partial<RecordRow> {
   claimed: boolean | null;
   took_over: boolean | null;
+  /** The database's `now()`, the instant `expires_at` is measured from. */
+  database_now: Date;
+}
+
+/** A live record, with the database's `now()` at which it was read. */
+export interface LiveRecordRow extends RecordRow {
+  database_now: Date;
 }
 
 /**
@@ -77,7 +84,7 @@ export const IdempotencyStatements = {
                SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
                  FROM idempotency_records
                 WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
-             SELECT found.*, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
+             SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
                FROM (SELECT) AS one LEFT JOIN found ON true`,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
     };
@@ -87,7 +94,7 @@ export const IdempotencyStatements = {
   findLive(id: RecordId): PreparedStatement {
     return {
       name: 'idempotency.find-live',
-      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
       values: [id.scope, id.operation, id.key],
     };
   },
@@ -96,7 +103,7 @@ export const IdempotencyStatements = {
   readRecord(id: RecordId): PreparedStatement {
     return {
       name: 'idempotency.read',
-      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
       values: [id.scope, id.operation, id.key],
     };
   },

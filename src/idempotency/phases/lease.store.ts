@@ -31,6 +31,8 @@ export interface AbandonedClaim {
 
 export interface PhasedRecord extends StoredRecord {
   leaseLive: boolean;
+  /** The database's `now()` when the record was read. */
+  databaseNow: Date;
   phaseResults: Record<string, unknown>;
 }
 
@@ -115,13 +117,13 @@ export class LeaseStore {
 
   /** The record that holds the key: a claim, or a finished record that has not expired (an expired one is claimable). */
   async read(id: RecordId): Promise<PhasedRecord | undefined> {
-    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown> }> = await this.pool.query(
-      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records
+    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown>; database_now: Date }> = await this.pool.query(
+      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results, now() AS database_now FROM idempotency_records
         WHERE ${PK} AND (status = 'in_progress' OR expires_at > now())`,
       [id.scope, id.operation, id.key],
     );
     if (!rows.length) return undefined;
-    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results };
+    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results, databaseNow: rows[0].database_now };
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */

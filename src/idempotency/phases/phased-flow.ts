@@ -53,7 +53,7 @@ export class PhasedFlow {
       attempt.claimMs = performance.now() - claimStarted;
       timeStep(attempt, 'claim', claimStarted);
     });
-    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt };
+    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt, databaseNow: claimed.databaseNow };
     if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
@@ -105,14 +105,14 @@ export class PhasedFlow {
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
     const deadline = Date.now() + route.wait;
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
       if (claim.claimed) return claim;
       const record = await this.leases.read(id);
       if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt };
+      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt, databaseNow: record.databaseNow };
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.
