@@ -37,7 +37,11 @@ import { TransactionHost } from './transaction-host.js';
     TransactionHost,
     IdempotencyEvents,
     IdempotencyEventLog,
-    { provide: ReplayCache, useFactory: (options: ResolvedModuleOptions) => new ReplayCache(options.replayCacheSize), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
+    {
+      provide: ReplayCache,
+      useFactory: (options: ResolvedModuleOptions) => new ReplayCache({ maxEntries: options.replayCacheSize, maxBytes: options.replayCacheBytes }),
+      inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
+    },
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     IdempotentRoutes,
     IdempotentRoutesValidator,

@@ -48,8 +48,16 @@ export interface IdempotencyModuleOptions {
    * Completed outcomes kept in process, so that a replay on the same instance
    * costs no database round trip. Exact until each record's `expires_at`,
    * since a completed record never changes; 0 turns it off. Default 10000.
+   * `replayCacheBytes` bounds the same cache by size: whichever bound is
+   * reached first evicts the least recently used outcome.
    */
   replayCacheSize?: number;
+  /**
+   * How many bytes the replay cache may hold, counted in UTF-8: bodies,
+   * header names and values, keys and fingerprints. Bodies over 64 KiB are
+   * never cached. 0 turns the cache off. Default 32 MiB.
+   */
+  replayCacheBytes?: number;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
 }
@@ -115,6 +123,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,
     replayCacheSize: options.replayCacheSize ?? 10_000,
+    replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 10_000,

@@ -7,6 +7,15 @@ interface CachedOutcome {
   outcome: RecordedOutcome;
   /** When the entry lapses on each process clock, in ms. */
   lapsesAt: ClockReading;
+  /** What the entry counts against the byte bound. */
+  bytes: number;
+}
+
+/** The cache's bounds; 0 in either turns it off. */
+export interface ReplayCacheLimits {
+  maxEntries: number;
+  /** Counted in UTF-8 bytes: the body, the header names and values, the key and the fingerprint. */
+  maxBytes: number;
 }
 
 /** The process's wall clock and monotonic clock, in ms. */
@@ -29,8 +38,8 @@ export interface RecordLifetime {
 
 const SYSTEM_CLOCKS: ProcessClocks = { wall: () => Date.now(), monotonic: () => performance.now() };
 
-/** Bodies above this are not kept: replays of them read the record. */
-const MAX_CACHED_BODY = 64 * 1024;
+/** Bodies above this many bytes are not kept: replays of them read the record. */
+const MAX_CACHED_BODY_BYTES = 64 * 1024;
 
 /**
  * Entries lapse this much before the record's `expires_at`: the margin
@@ -43,7 +52,8 @@ export const CLOCK_SKEW_MARGIN_MS = 5000;
  * Recorded outcomes, kept in process so that a replay costs no database round
  * trip. A completed record never changes until it expires, so an entry is
  * exact until its `expires_at`; it is keyed by the full (scope, operation,
- * key) and dropped before expiry. Bounded, least recently used first out.
+ * key) and dropped before expiry. Bounded by entries and by bytes, least
+ * recently used first out.
  *
  * Expiry is the database's clock: an entry lives for the time the record had
  * left when the database was asked (`expires_at - now()` in the same
@@ -56,9 +66,10 @@ export const CLOCK_SKEW_MARGIN_MS = 5000;
  */
 export class ReplayCache {
   private readonly entries = new Map<string, CachedOutcome>();
+  private totalBytes = 0;
 
   constructor(
-    private readonly maxEntries: number,
+    private readonly limits: ReplayCacheLimits,
     private readonly clocks: ProcessClocks = SYSTEM_CLOCKS,
   ) {}
 
@@ -72,25 +83,52 @@ export class ReplayCache {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     this.entries.delete(key);
-    if (entry.lapsesAt.wall <= this.clocks.wall() || entry.lapsesAt.monotonic <= this.clocks.monotonic()) return undefined;
+    if (entry.lapsesAt.wall <= this.clocks.wall() || entry.lapsesAt.monotonic <= this.clocks.monotonic()) {
+      this.totalBytes -= entry.bytes;
+      return undefined;
+    }
     this.entries.set(key, entry); // most recently used last
     return entry;
   }
 
   /** Keeps an outcome for the time its record had left, from `askedAt`: a reading taken before the database answered. */
   set(id: RecordId, fingerprint: string, outcome: RecordedOutcome, lifetime: RecordLifetime, askedAt: ClockReading): void {
-    if (this.maxEntries === 0 || (outcome.body?.length ?? 0) > MAX_CACHED_BODY) return;
+    const { maxEntries, maxBytes } = this.limits;
+    if (maxEntries === 0 || maxBytes === 0) return;
+    const bodyBytes = Buffer.byteLength(outcome.body ?? '');
+    if (bodyBytes > MAX_CACHED_BODY_BYTES) return;
     const lifeMs = lifetime.expiresAt.getTime() - lifetime.databaseNow.getTime() - CLOCK_SKEW_MARGIN_MS;
     if (!(lifeMs > 0)) return;
     const key = cacheKey(id);
-    this.entries.delete(key);
-    this.entries.set(key, { fingerprint, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs } });
-    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    const bytes = Buffer.byteLength(key) + Buffer.byteLength(fingerprint) + bodyBytes + headerBytes(outcome.headers);
+    if (bytes > maxBytes) return;
+    this.remove(key);
+    this.entries.set(key, { fingerprint, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs }, bytes });
+    this.totalBytes += bytes;
+    while (this.entries.size > maxEntries || this.totalBytes > maxBytes) this.remove(this.entries.keys().next().value!);
   }
 
   get size(): number {
     return this.entries.size;
   }
+
+  /** What the entries count against `maxBytes`. */
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  private remove(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.totalBytes -= entry.bytes;
+  }
+}
+
+function headerBytes(headers: Record<string, string>): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(headers)) bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return bytes;
 }
 
 function cacheKey(id: RecordId): string {
