@@ -345,6 +345,42 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     }
   });
 
+  it('works without named prepared statements, as under PgBouncer before 1.21 (preparedStatements: false)', async () => {
+    const send = (app: RunningApp, path: string, key: string, label: string) =>
+      Promise.resolve(request(app.url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
+    const named = await startApp({ imports: ledgerAppModules(db.url) }, { adapter });
+    const unnamed = await startApp({ imports: ledgerAppModules(db.url, { preparedStatements: false, replayCacheSize: 0 }) }, { adapter });
+    try {
+      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContain('idempotency.claim');
+
+      const first = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
+      expect(first.status).toBe(201);
+      expect(first.body.prepared).toEqual([]);
+      const replay = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await send(unnamed, '/entries/prepared', 'prepared-off', 'other')).status).toBe(422);
+
+      // A duplicate that waits on the owner, then reads what it committed; a recorded error, rolled back to the savepoint.
+      const ledger = unnamed.app.get(Ledger);
+      ledger.script.push({ delayMs: 300 });
+      const owner = send(unnamed, '/entries/prepared', 'prepared-off-concurrent', 'unprepared-concurrent');
+      await sleep(50);
+      const duplicate = await send(unnamed, '/entries/prepared', 'prepared-off-concurrent', 'unprepared-concurrent');
+      expect((await owner).status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBe('true');
+      expect(duplicate.text).toBe((await owner).text);
+      ledger.script.push({ fail: new HttpException('declined', 402) });
+      const declined = await send(unnamed, '/entries', 'prepared-off-declined', 'unprepared-declined');
+      expect(declined.status).toBe(402);
+      expect((await send(unnamed, '/entries', 'prepared-off-declined', 'unprepared-declined')).text).toBe(declined.text);
+      const rows = await db.query<{ label: string }>(`SELECT label FROM ledger_entries WHERE label LIKE 'unprepared%' ORDER BY label`);
+      expect(rows.map((row) => row.label)).toEqual(['unprepared', 'unprepared-concurrent']);
+    } finally {
+      await Promise.all([named.close(), unnamed.close()]);
+    }
+  });
+
   it('refuses at startup a handler that writes the response itself', async () => {
     @Controller('raw')
     class RawController {

@@ -1,4 +1,4 @@
-import { type CallHandler, type ExecutionContext, HttpException, Injectable, type NestInterceptor } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, HttpException, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
@@ -23,6 +23,8 @@ import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
+import type { ResolvedModuleOptions } from './idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { fingerprintRequest } from './request-fingerprint.js';
 import { TransactionHost } from './transaction-host.js';
 
@@ -57,6 +59,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
     private readonly events: IdempotencyEvents,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -123,7 +126,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;

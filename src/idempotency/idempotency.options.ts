@@ -58,6 +58,14 @@ export interface IdempotencyModuleOptions {
    * never cached. 0 turns the cache off. Default 32 MiB.
    */
   replayCacheBytes?: number;
+  /**
+   * Whether the module sends its statements on the claim's connection as
+   * named prepared statements, parsed once per connection. Turn off behind a
+   * pooler that cannot keep them across its server connections: PgBouncer in
+   * transaction or statement mode before 1.21, or without
+   * `max_prepared_statements`. Default true.
+   */
+  preparedStatements?: boolean;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
 }
@@ -124,6 +132,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     onEvent: options.onEvent,
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
+    preparedStatements: options.preparedStatements ?? true,
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 10_000,

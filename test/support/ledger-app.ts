@@ -47,6 +47,12 @@ export class Ledger {
     if (step.fail) throw step.fail;
     return { entry: Number(id), label };
   }
+
+  /** The module's named prepared statements on the connection of the current transaction. */
+  async preparedStatements(): Promise<string[]> {
+    const rows: Array<{ name: string }> = await this.tx.manager.query(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'idempotency.%' ORDER BY name`);
+    return rows.map((row) => row.name);
+  }
 }
 
 interface EntryBody {
@@ -135,6 +141,13 @@ export class EntriesController {
   @Idempotent({ operation: 'create-entry', version: '2' })
   createV2(@Body() body: EntryBody) {
     return this.ledger.write(body.label);
+  }
+
+  @Post('prepared')
+  @Idempotent()
+  async prepared(@Body() body: EntryBody) {
+    const { entry } = await this.ledger.write(body.label);
+    return { entry, prepared: await this.ledger.preparedStatements() };
   }
 
   @Post('text')
