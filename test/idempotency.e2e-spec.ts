@@ -44,19 +44,21 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
   });
 
   describe('failures', () => {
-    it('records a storeErrors status, undoes the handler’s writes and replays the error', async () => {
+    it('records a storeErrors status as a problem document, undoes the handler’s writes and replays the same bytes', async () => {
       const key = newKey();
       ledger.script.push({ fail: new HttpException({ code: 'card_declined', message: 'Card declined' }, 402) });
       const calls = ledger.calls;
       const first = await post('/entries', key, { label: 'declined' });
       expect(first.status).toBe(402);
-      expect(first.body).toEqual({ code: 'card_declined', message: 'Card declined' });
+      expect(first.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(first.text).toBe(JSON.stringify({ type: 'about:blank', title: 'Payment Required', status: 402, detail: 'Card declined', code: 'card_declined' }));
       expect(first.headers['idempotent-replayed']).toBeUndefined();
       expect(await entriesLabelled('declined')).toBe(0);
 
       const replay = await post('/entries', key, { label: 'declined' });
       expect(replay.status).toBe(402);
       expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers['content-type']).toBe(first.headers['content-type']);
       expect(replay.text).toBe(first.text);
       expect(ledger.calls).toBe(calls + 1);
       expect(await recordOf(key)).toEqual([expect.objectContaining({ status: 'completed' })]);
