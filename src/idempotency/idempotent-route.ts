@@ -4,6 +4,7 @@ import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
+import type { RecordedOutcome } from './recorded-outcome.js';
 import { fingerprintFieldsOf } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
@@ -22,6 +23,8 @@ export interface IdempotentRoute {
   replayHeaders: readonly string[];
   scopeOf(request: unknown): string;
   fingerprintFieldsOf(request: unknown): unknown;
+  /** How a success is recorded where it is not an HTTP response (a GraphQL field's value); HTTP routes leave it unset. */
+  capture?(result: unknown): RecordedOutcome;
 }
 
 /** Reads `@Idempotent()` metadata once per handler and keeps the result. */
