@@ -1,4 +1,4 @@
-import type { InjectionToken } from '@nestjs/common';
+import type { HttpException, InjectionToken } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
@@ -96,9 +96,22 @@ export interface IdempotentOptions {
   wait?: number;
   /**
    * 4xx statuses of deterministic failures to record and replay, such as 402.
-   * Any other error rolls back and releases the key. Default none.
+   * Any other error rolls back and releases the key. Default none. A
+   * shorthand of `storeIf`: give one or the other.
    */
   storeErrors?: readonly number[];
+  /**
+   * Which failures to record and replay: called with the status and the
+   * `HttpException` of each 4xx failure of the handler (validation errors
+   * included); `true` records it, and its writes are undone. 5xx failures are
+   * never recorded and never reach it: their writes rolled back, so a retry
+   * runs again. Not for phased routes, whose abandoned operations the reaper
+   * finishes without the route: use `storeErrors` there. Default none.
+   *
+   * @example
+   * @Idempotent({ storeIf: (status, error) => status === 409 || (status === 402 && error instanceof CardDeclinedException) })
+   */
+  storeIf?: StoreErrorIf;
   /**
    * Run as a phased operation, for handlers with external side effects: the
    * claim commits first, under a lease, and the handler runs an operation in
@@ -108,6 +121,9 @@ export interface IdempotentOptions {
   /** The lease of this route's phased operations, in ms. */
   lease?: number;
 }
+
+/** Decides whether a 4xx failure of a handler is recorded and replayed. */
+export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent'>> {
   onEvent?: (event: IdempotencyEvent) => void;

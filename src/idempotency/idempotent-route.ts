@@ -1,4 +1,4 @@
-import { HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
+import { HttpException, HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
@@ -16,7 +16,12 @@ export interface IdempotentRoute {
   retryAfterSeconds: number;
   /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
   successStatus: number;
+  /** The statuses `storeErrors` lists: what a phased operation records, even when the reaper finishes it. */
   storeErrors: ReadonlySet<number>;
+  /** Whether some failures may be recorded, so the flow keeps a savepoint to undo the handler's writes to. */
+  recordsErrors: boolean;
+  /** Whether a failure of the handler is recorded and replayed: a 4xx `HttpException` that `storeErrors` lists or `storeIf` selects; never a 5xx. */
+  storesError(error: unknown): error is HttpException;
   /** Set for phased routes: the lease of their claims, in ms. */
   lease: number | undefined;
   replayHeaders: readonly string[];
@@ -48,27 +53,25 @@ export class IdempotentRoutes {
   private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {
     const where = `@Idempotent() on ${controller.name}.${handler.name}`;
     const method: RequestMethod = Reflect.getMetadata(METHOD_METADATA, handler) ?? RequestMethod.GET;
-    const storeErrors = new Set(options.storeErrors ?? []);
-    for (const status of storeErrors) {
-      if (!Number.isInteger(status) || status < 400 || status > 499) {
-        throw new IdempotencyConfigurationError(`${where}: storeErrors may list 4xx statuses only, got ${status}. 5xx failures are never recorded, so a retry runs again.`);
-      }
-    }
+    const storesError = errorRuleOf(options, where);
     const retention = options.retention ?? this.options.retention;
     const wait = options.wait ?? this.options.wait;
     if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
+    const operation = options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
     const tenantOf = this.options.tenant;
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     return {
-      operation: options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`,
+      operation,
       headerName: this.options.headerName,
       required: options.required ?? true,
       retention,
       wait,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
-      storeErrors,
+      storeErrors: new Set(options.storeErrors ?? []),
+      recordsErrors: (options.storeErrors?.length ?? 0) > 0 || options.storeIf !== undefined,
+      storesError,
       lease: options.phases ? (options.lease ?? this.options.lease) : undefined,
       replayHeaders: this.options.replayHeaders,
       // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
@@ -79,6 +82,38 @@ export class IdempotentRoutes {
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
     };
   }
+}
+
+/**
+ * Which failures a route records: `storeErrors` lists 4xx statuses, `storeIf`
+ * selects among 4xx failures. A 5xx is never recorded: its writes rolled
+ * back, so the retry is safe and should run again.
+ */
+function errorRuleOf(options: IdempotentOptions, where: string): (error: unknown) => error is HttpException {
+  const { storeErrors, storeIf } = options;
+  if (storeErrors !== undefined && storeIf !== undefined) {
+    throw new IdempotencyConfigurationError(`${where}: give storeErrors or storeIf, not both. storeErrors: [402] is storeIf: (status) => status === 402.`);
+  }
+  if (storeIf !== undefined && typeof storeIf !== 'function') {
+    throw new IdempotencyConfigurationError(`${where}: storeIf must be a function (status, error) => boolean, got ${typeof storeIf}.`);
+  }
+  if (storeIf && options.phases) {
+    throw new IdempotencyConfigurationError(
+      `${where}: a phased route takes storeErrors, not storeIf: the reaper finishes an abandoned phased operation without the route, from the statuses stored with its claim.`,
+    );
+  }
+  const listed = new Set(storeErrors ?? []);
+  for (const status of listed) {
+    if (!isClientError(status)) {
+      throw new IdempotencyConfigurationError(`${where}: storeErrors may list 4xx statuses only, got ${status}. 5xx failures are never recorded, so a retry runs again.`);
+    }
+  }
+  const selects = storeIf ?? ((status: number) => listed.has(status));
+  return (error): error is HttpException => error instanceof HttpException && isClientError(error.getStatus()) && Boolean(selects(error.getStatus(), error));
+}
+
+function isClientError(status: number): boolean {
+  return Number.isInteger(status) && status >= 400 && status <= 499;
 }
 
 /** `/orders/:id/payments` from the controller's and the method's paths. */
