@@ -31,6 +31,9 @@ import { TransactionHost } from './transaction-host.js';
 const SAVEPOINT_NAME = 'idempotency_claim';
 const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 
+/** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
+const entered = new WeakSet<object>();
+
 /** What the flow settled on for one request. */
 export interface Settled {
   outcome: RecordedOutcome;
@@ -66,6 +69,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = context.getType() === 'http' ? this.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const request = context.switchToHttp().getRequest();
+    // A class-level and a handler's own @Idempotent() each bind the interceptor: the outer one runs the flow.
+    if (entered.has(request)) return next.handle();
+    entered.add(request);
     const response = context.switchToHttp().getResponse();
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();

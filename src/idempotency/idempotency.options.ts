@@ -130,6 +130,18 @@ export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOp
   reaper: Required<ReaperOptions> & { enabled: boolean };
 }
 
+/**
+ * A handler's options over its controller's class-level ones: the handler's
+ * win option by option (unset ones come from the class). `storeErrors` and
+ * `storeIf` are one rule: a handler that gives either replaces the class's.
+ */
+export function mergeRouteOptions(classOptions: IdempotentOptions, handlerOptions: IdempotentOptions): IdempotentOptions {
+  const own = Object.fromEntries(Object.entries(handlerOptions).filter(([, value]) => value !== undefined)) as IdempotentOptions;
+  const { storeErrors, storeIf, ...rest } = classOptions;
+  const errorRule = own.storeErrors !== undefined || own.storeIf !== undefined ? {} : { storeErrors, storeIf };
+  return { ...rest, ...errorRule, ...own };
+}
+
 /** The one place module defaults live. */
 export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
   const replayHeaders = (options.replayHeaders ?? ['Location', 'Content-Type', 'ETag'])

@@ -1,8 +1,8 @@
 import { HttpException, HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
-import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
-import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { fingerprintFieldsOf } from './request-fingerprint.js';
 
@@ -29,10 +29,22 @@ export interface IdempotentRoute {
   fingerprintFieldsOf(request: unknown): unknown;
 }
 
-/** Reads `@Idempotent()` metadata once per handler and keeps the result. */
+/** The request methods a class-level `@Idempotent()` covers. */
+const COVERED_BY_CLASS: ReadonlySet<RequestMethod> = new Set([RequestMethod.POST, RequestMethod.PUT, RequestMethod.PATCH, RequestMethod.DELETE]);
+
+/** Route options that name one handler's work, and so have no meaning on a class. */
+const HANDLER_ONLY: ReadonlyArray<keyof IdempotentOptions> = ['operation', 'phases'];
+
+/**
+ * Reads `@Idempotent()` metadata once per handler and keeps the result. A
+ * handler's own `@Idempotent(options)` is merged over its class's (see
+ * `mergeRouteOptions`); a class-level one alone covers POST, PUT, PATCH and
+ * DELETE handlers; `@SkipIdempotency()` leaves a handler out.
+ */
 @Injectable()
 export class IdempotentRoutes {
-  private readonly routes = new Map<Function, IdempotentRoute | null>();
+  /** By controller, then handler: a base class's handler may be idempotent in one subclass and not another. */
+  private readonly routes = new Map<Function, Map<Function, IdempotentRoute | null>>();
 
   constructor(
     private readonly reflector: Reflector,
@@ -41,13 +53,37 @@ export class IdempotentRoutes {
 
   /** The route's settings, or undefined where the handler is not `@Idempotent()`. */
   of(controller: Function, handler: Function): IdempotentRoute | undefined {
-    let route = this.routes.get(handler);
+    let handlers = this.routes.get(controller);
+    if (!handlers) this.routes.set(controller, (handlers = new Map()));
+    let route = handlers.get(handler);
     if (route === undefined) {
-      const options = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+      const options = this.optionsOf(controller, handler);
       route = options ? this.build(options, controller, handler) : null;
-      this.routes.set(handler, route);
+      handlers.set(handler, route);
     }
     return route ?? undefined;
+  }
+
+  /** The options that apply to a handler, from its own and its class's decorators; undefined where none do. */
+  private optionsOf(controller: Function, handler: Function): IdempotentOptions | undefined {
+    const own = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+    const skipped = this.reflector.get<boolean | undefined>(SKIP_IDEMPOTENCY, handler) === true;
+    if (own && skipped) {
+      throw new IdempotencyConfigurationError(`${controller.name}.${handler.name} has both @Idempotent() and @SkipIdempotency(): keep one.`);
+    }
+    if (skipped) return undefined;
+    const inherited = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, controller);
+    if (inherited) {
+      const named = HANDLER_ONLY.filter((option) => inherited[option] !== undefined);
+      if (named.length > 0) {
+        throw new IdempotencyConfigurationError(
+          `@Idempotent() on the class ${controller.name}: ${named.join(' and ')} name${named.length === 1 ? 's' : ''} one handler's work, and would be shared by every handler it covers. Set ${named.length === 1 ? 'it' : 'them'} in @Idempotent() on the handler.`,
+        );
+      }
+    }
+    if (own) return inherited ? mergeRouteOptions(inherited, own) : own;
+    const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
+    return inherited && method !== undefined && COVERED_BY_CLASS.has(method) ? inherited : undefined;
   }
 
   private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {

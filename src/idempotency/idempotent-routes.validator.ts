@@ -2,6 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
+import { IDEMPOTENT_ROUTE } from './idempotency.tokens.js';
 import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from './nest-internals.js';
 
 /**
@@ -28,9 +29,11 @@ export class IdempotentRoutesValidator implements OnModuleInit {
   }
 
   private checkResponseIsRecordable(controller: Function, name: string, handler: Function): void {
-    const where = `@Idempotent() on ${controller.name}.${name}`;
+    const byClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
+    const where = byClass ? `@Idempotent() on the class ${controller.name}, covering ${name}` : `@Idempotent() on ${controller.name}.${name}`;
+    const leaveOut = byClass ? ' Or leave the handler out with @SkipIdempotency().' : '';
     if (Reflect.getMetadata(SSE_METADATA, handler)) {
-      throw new IdempotencyConfigurationError(`${where}: server-sent events cannot be recorded or replayed. Remove @Idempotent() or @Sse().`);
+      throw new IdempotencyConfigurationError(`${where}: server-sent events cannot be recorded or replayed. Remove @Idempotent() or @Sse().${leaveOut}`);
     }
     const params: Record<string, { index: number }> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, name) ?? {};
     const takesResponse = Object.keys(params).some((key) => {
@@ -39,7 +42,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     });
     if (takesResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, name)) {
       throw new IdempotencyConfigurationError(
-        `${where}: a handler that writes the response itself (@Res() or @Next()) cannot be recorded. Use @Res({ passthrough: true }) and return the body.`,
+        `${where}: a handler that writes the response itself (@Res() or @Next()) cannot be recorded. Use @Res({ passthrough: true }) and return the body.${leaveOut}`,
       );
     }
   }

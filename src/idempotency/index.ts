@@ -1,4 +1,4 @@
-export { Idempotent } from './idempotent.decorator.js';
+export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 export type { IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
