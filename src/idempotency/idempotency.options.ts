@@ -1,4 +1,4 @@
-import type { HttpException, InjectionToken } from '@nestjs/common';
+import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
@@ -68,6 +68,18 @@ export interface IdempotencyModuleOptions {
   preparedStatements?: boolean;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * Interceptors you vouch for: they leave response bodies alone (logging,
+   * tracing, timing), so they may run around `@Idempotent()` routes. The
+   * module records a handler's outcome inside every interceptor bound around
+   * it (global ones, and those bound outside `@Idempotent()`), and cannot
+   * tell which of them reshape the body, so it refuses to start while one
+   * not listed here does. Classes (matched exactly) or instances. Default none.
+   *
+   * @example
+   * IdempotencyModule.forRoot({ allowInterceptorsAround: [RequestLoggingInterceptor] })
+   */
+  allowInterceptorsAround?: ReadonlyArray<Type<NestInterceptor> | NestInterceptor>;
 }
 
 /** How the reaper deletes expired records and finishes abandoned claims. */
@@ -161,6 +173,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 10_000,

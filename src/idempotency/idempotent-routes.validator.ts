@@ -1,13 +1,16 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
-import { IDEMPOTENT_ROUTE } from './idempotency.tokens.js';
+import type { ResolvedModuleOptions } from './idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { globalInterceptors, type InterceptorAround, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
 import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from './nest-internals.js';
 
 /**
  * Checks every `@Idempotent()` route at startup, so that a route whose
- * outcome cannot be recorded fails the boot instead of a request.
+ * outcome cannot be recorded, or whose replays could differ from its first
+ * answer, fails the boot instead of a request.
  */
 @Injectable()
 export class IdempotentRoutesValidator implements OnModuleInit {
@@ -15,17 +18,31 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly routes: IdempotentRoutes,
+    private readonly config: ApplicationConfig,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
+  // Runs in init(), after Nest registered the routes with their interceptors.
   onModuleInit(): void {
+    const operations: string[] = [];
+    const around: Around[] = [];
     for (const wrapper of this.discovery.getControllers()) {
       const controller = wrapper.metatype as Function | null;
       if (!controller?.prototype) continue;
       for (const name of this.scanner.getAllMethodNames(controller.prototype)) {
         const handler = controller.prototype[name];
-        if (this.routes.of(controller, handler)) this.checkResponseIsRecordable(controller, name, handler);
+        const route = this.routes.of(controller, handler);
+        if (!route) continue;
+        operations.push(route.operation);
+        this.checkResponseIsRecordable(controller, name, handler);
+        around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
     }
+    if (operations.length === 0) return;
+    const wrapped = operations.length === 1 ? operations[0] : `${operations[0]} and ${operations.length - 1} more @Idempotent() routes`;
+    around.push(...globalInterceptors(this.config).map((outer) => ({ ...outer, handler: wrapped, controller: wrapped })));
+    const unvouched = around.filter((outer) => !isVouchedFor(outer.interceptor, this.options.allowInterceptorsAround));
+    if (unvouched.length > 0) throw new IdempotencyConfigurationError(interceptorsAroundMessage(unvouched));
   }
 
   private checkResponseIsRecordable(controller: Function, name: string, handler: Function): void {
@@ -46,4 +63,35 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       );
     }
   }
+}
+
+/** An interceptor around a route, and the route's names for the message. */
+type Around = InterceptorAround & { handler: string; controller: string };
+
+const BOTTOM_UP = 'decorators apply bottom-up, and Nest runs the interceptor applied first outermost';
+
+function adviceFor({ bound, idempotentOnClass, interceptor, handler, controller }: Around): string {
+  const name = nameOf(interceptor);
+  switch (bound) {
+    case 'global':
+      return `${name} is global (app.useGlobalInterceptors() or APP_INTERCEPTOR) and wraps ${handler}: bind it inside @Idempotent() instead, with @UseInterceptors(${name}) written above @Idempotent() on the handler or the controller.`;
+    case 'class':
+      return idempotentOnClass
+        ? `${controller}: @UseInterceptors(${name}) is written below @Idempotent() on the class, so it runs around it: write it above (${BOTTOM_UP}).`
+        : `${handler}: ${name} is bound on the class, and a class's interceptors run around the handler's @Idempotent(): bind it on the handler, written above @Idempotent().`;
+    case 'handler':
+      return `${handler}: @UseInterceptors(${name}) is written below @Idempotent(), so it runs around it: write it above (${BOTTOM_UP}).`;
+  }
+}
+
+function interceptorsAroundMessage(unvouched: Around[]): string {
+  const names = new Set(unvouched.map((outer) => nameOf(outer.interceptor)));
+  return [
+    'IdempotencyModule cannot start: interceptors run around @Idempotent() routes, outside the outcome the module records.',
+    'The module serialises the handler’s result, records that text and sends exactly it, the first time and on every replay. An interceptor around it',
+    'gets that text, not the handler’s object: a ClassSerializerInterceptor changes nothing (the fields it would @Exclude() are sent), an envelope',
+    'wraps a string, and whatever else it adds need not match between the first answer and a replay.',
+    ...new Set(unvouched.map((outer) => `- ${adviceFor(outer)}`)),
+    `If an interceptor leaves response bodies alone (logging, tracing), vouch for it: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
+  ].join('\n');
 }
