@@ -1,15 +1,18 @@
 import {
   Body,
   type CallHandler,
+  type CanActivate,
   ClassSerializerInterceptor,
   Controller,
   type ExecutionContext,
   Injectable,
+  type LoggerService,
   Module,
   type NestInterceptor,
   Post,
   type Provider,
   type Type,
+  UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
@@ -58,6 +61,54 @@ class AccountsController {
 
 @Module({ controllers: [AccountsController], providers: [Ledger] })
 class AccountsModule {}
+
+/** Stands in for authentication: `X-User` becomes `req.user`. */
+@Injectable()
+class UserFromHeader implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest();
+    const user = request.headers['x-user'];
+    if (user) request.user = { id: user };
+    return true;
+  }
+}
+
+@UseGuards(UserFromHeader)
+@Controller('notes')
+class NotesController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post('a')
+  @Idempotent()
+  a(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('b')
+  @Idempotent()
+  b(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('c')
+  @Idempotent()
+  c(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+@Module({ controllers: [NotesController], providers: [Ledger, UserFromHeader] })
+class NotesModule {}
+
+/** Keeps the warnings it is given; drops the rest. */
+class WarningLog implements LoggerService {
+  readonly warnings: Array<{ message: string; context: string }> = [];
+  log(): void {}
+  error(): void {}
+  warn(message: string, context: string): void {
+    this.warnings.push({ message, context });
+  }
+}
 
 describe('interceptors around @Idempotent() routes, at startup', () => {
   let db: TestDatabase;
@@ -165,7 +216,7 @@ describe('interceptors around @Idempotent() routes, at startup', () => {
   });
 });
 
-describe.each(HTTP_ADAPTERS)('interceptors inside @Idempotent() (%s)', (adapter) => {
+describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   let db: TestDatabase;
 
   beforeAll(async () => {
@@ -176,8 +227,8 @@ describe.each(HTTP_ADAPTERS)('interceptors inside @Idempotent() (%s)', (adapter)
     await db?.drop();
   });
 
-  async function start(imports: unknown[], options: { globals?: NestInterceptor[] } = {}): Promise<RunningApp> {
-    return startApp({ imports: imports as Array<Type<unknown>> }, { adapter, configure: (app) => app.useGlobalInterceptors(...(options.globals ?? [])) });
+  async function start(imports: unknown[], options: { logger?: LoggerService; globals?: NestInterceptor[] } = {}): Promise<RunningApp> {
+    return startApp({ imports: imports as Array<Type<unknown>> }, { adapter, logger: options.logger, configure: (app) => app.useGlobalInterceptors(...(options.globals ?? [])) });
   }
 
   it('serialises through a ClassSerializerInterceptor inside @Idempotent(), and replays the same bytes, under a vouched-for global interceptor', async () => {
@@ -193,6 +244,47 @@ describe.each(HTTP_ADAPTERS)('interceptors inside @Idempotent() (%s)', (adapter)
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(first.text);
       expect(RequestCounter.seen).toBe(seen + 2);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('warns once per handler when requests carry req.user but no tenant resolver is configured', async () => {
+    const log = new WarningLog();
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, NotesModule], { logger: log });
+    try {
+      const send = (path: string, user: string | undefined, key: string) => {
+        const req = request(running.url).post(path).set('Idempotency-Key', `${adapter}-${key}`);
+        if (user) req.set('X-User', user);
+        return req.send({ label: key });
+      };
+      for (const [path, user, key] of [
+        ['/notes/a', 'ann', 'a1'],
+        ['/notes/a', 'bob', 'a2'],
+        ['/notes/a', 'ann', 'a3'],
+        ['/notes/b', 'bob', 'b1'],
+        ['/notes/b', 'bob', 'b2'],
+        ['/notes/c', undefined, 'c1'],
+      ] as const) {
+        expect((await send(path, user, key)).status).toBe(201);
+      }
+      const warnings = log.warnings.filter(({ context }) => context === 'Idempotency');
+      expect(warnings.map(({ message }) => message.split(':')[0]).sort()).toEqual(['POST /notes/a (NotesController.a)', 'POST /notes/b (NotesController.b)']);
+      expect(warnings[0].message).toContain('IdempotencyModule.forRoot({ tenant: (request) => request.user.tenantId })');
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('does not warn when a tenant resolver is configured', async () => {
+    const log = new WarningLog();
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: (request: { user?: { id: string } }) => request.user?.id });
+    const running = await start([typeorm, idempotency, NotesModule], { logger: log });
+    try {
+      const response = await request(running.url).post('/notes/a').set('Idempotency-Key', `${adapter}-tenant`).set('X-User', 'ann').send({ label: 'tenant' });
+      expect(response.status).toBe(201);
+      expect(log.warnings.filter(({ context }) => context === 'Idempotency')).toEqual([]);
     } finally {
       await running.close();
     }

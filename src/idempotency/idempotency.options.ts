@@ -138,6 +138,8 @@ export interface IdempotentOptions {
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent'>> {
+  /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
+  tenantConfigured: boolean;
   onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
 }
@@ -165,6 +167,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),
+    tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
     lease: options.lease ?? 30_000,

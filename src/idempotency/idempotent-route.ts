@@ -1,4 +1,4 @@
-import { HttpException, HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
+import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import { type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
@@ -45,6 +45,7 @@ const HANDLER_ONLY: ReadonlyArray<keyof IdempotentOptions> = ['operation', 'phas
 export class IdempotentRoutes {
   /** By controller, then handler: a base class's handler may be idempotent in one subclass and not another. */
   private readonly routes = new Map<Function, Map<Function, IdempotentRoute | null>>();
+  private readonly logger = new Logger('Idempotency');
 
   constructor(
     private readonly reflector: Reflector,
@@ -96,6 +97,7 @@ export class IdempotentRoutes {
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
     const operation = options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
     const tenantOf = this.options.tenant;
+    const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     return {
       operation,
@@ -112,10 +114,28 @@ export class IdempotentRoutes {
       replayHeaders: this.options.replayHeaders,
       // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
       scopeOf: (request) => {
+        warnIfUsersShareScope(request);
         const tenant = tenantOf(request);
         return (tenant === undefined || tenant === null ? 'anonymous' : `tenant:${encodeURIComponent(tenant)}`) + version;
       },
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
+    };
+  }
+
+  /**
+   * Without a tenant resolver every request shares one scope of keys, which
+   * is right for an app without users; a request with `user` set says the app
+   * has them. Warns once per route, at the first such request.
+   */
+  private sharedScopeWarning(route: string): (request: unknown) => void {
+    let warned = false;
+    return (request) => {
+      if (warned || (request as { user?: unknown } | null)?.user == null) return;
+      warned = true;
+      this.logger.warn(
+        `${route}: requests carry req.user, but IdempotencyModule has no tenant resolver, so all users share one scope of keys ` +
+          `and one user's key replays another's response. Scope keys by tenant or user: IdempotencyModule.forRoot({ tenant: (request) => request.user.tenantId }).`,
+      );
     };
   }
 }
