@@ -126,12 +126,13 @@ describe('interceptors around @Idempotent() routes, at startup', () => {
     options?: IdempotencyModuleOptions;
     /** Global interceptors to add with app.useGlobalInterceptors(), before init. */
     globals?: (reflector: Reflector) => NestInterceptor[];
+    logger?: LoggerService;
   }
 
-  async function boot({ controllers = [AccountsController], providers = [], options = {}, globals }: Boot): Promise<Error | undefined> {
+  async function boot({ controllers = [AccountsController], providers = [], options = {}, globals, logger }: Boot): Promise<Error | undefined> {
     const [typeorm, idempotency] = ledgerAppModules(db.url, options);
     const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers, providers: [Ledger, ...providers] }).compile();
-    const app = moduleRef.createNestApplication({ logger: false });
+    const app = moduleRef.createNestApplication({ logger: logger ?? false });
     try {
       if (globals) app.useGlobalInterceptors(...globals(app.get(Reflector)));
       await app.init();
@@ -157,11 +158,25 @@ describe('interceptors around @Idempotent() routes, at startup', () => {
     expect(error?.message).toContain('ClassSerializerInterceptor is global');
   });
 
-  it('refuses any global interceptor the app has not vouched for, and starts once it has', async () => {
-    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }] })).toBeInstanceOf(IdempotencyConfigurationError);
-    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }], options: { allowInterceptorsAround: [RequestCounter] } })).toBeUndefined();
+  it('starts with any other global interceptor, warning once until the app vouches for it', async () => {
+    const unvouched = new WarningLog();
+    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }], logger: unvouched })).toBeUndefined();
+    const warnings = unvouched.warnings.filter(({ context }) => context === 'Idempotency');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].message).toContain('RequestCounter runs around @Idempotent() routes');
+    expect(warnings[0].message).toContain('allowInterceptorsAround: [RequestCounter]');
+
+    const vouched = new WarningLog();
+    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }], options: { allowInterceptorsAround: [RequestCounter] }, logger: vouched })).toBeUndefined();
     const counter = new RequestCounter();
-    expect(await boot({ globals: () => [counter], options: { allowInterceptorsAround: [counter] } })).toBeUndefined();
+    expect(await boot({ globals: () => [counter], options: { allowInterceptorsAround: [counter] }, logger: vouched })).toBeUndefined();
+    expect(vouched.warnings.filter(({ context }) => context === 'Idempotency')).toEqual([]);
+  });
+
+  it('refuses a subclass of ClassSerializerInterceptor too', async () => {
+    class StrictSerializer extends ClassSerializerInterceptor {}
+    const error = await boot({ globals: (reflector) => [new StrictSerializer(reflector)] });
+    expect(error?.message).toContain('StrictSerializer is global');
   });
 
   it('leaves global interceptors alone in an app without @Idempotent() routes', async () => {

@@ -69,12 +69,13 @@ export interface IdempotencyModuleOptions {
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
-   * Interceptors you vouch for: they leave response bodies alone (logging,
-   * tracing, timing), so they may run around `@Idempotent()` routes. The
-   * module records a handler's outcome inside every interceptor bound around
-   * it (global ones, and those bound outside `@Idempotent()`), and cannot
-   * tell which of them reshape the body, so it refuses to start while one
-   * not listed here does. Classes (matched exactly) or instances. Default none.
+   * Interceptors you vouch for: they may run around `@Idempotent()` routes.
+   * The module records a handler's outcome inside every interceptor bound
+   * around it (global ones, and those bound outside `@Idempotent()`). It
+   * refuses to start while a `ClassSerializerInterceptor` (or a subclass)
+   * not listed here runs around one, and warns once at startup about any
+   * other interceptor not listed here, since it cannot tell whether it
+   * reshapes bodies. Classes (matched exactly) or instances. Default none.
    *
    * @example
    * IdempotencyModule.forRoot({ allowInterceptorsAround: [RequestLoggingInterceptor] })

@@ -1,10 +1,10 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
-import { globalInterceptors, type InterceptorAround, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
+import { globalInterceptors, type InterceptorAround, isKnownReshaper, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
 import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from './nest-internals.js';
 
 /**
@@ -42,8 +42,16 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     const wrapped = operations.length === 1 ? operations[0] : `${operations[0]} and ${operations.length - 1} more @Idempotent() routes`;
     around.push(...globalInterceptors(this.config).map((outer) => ({ ...outer, handler: wrapped, controller: wrapped })));
     const unvouched = around.filter((outer) => !isVouchedFor(outer.interceptor, this.options.allowInterceptorsAround));
-    if (unvouched.length > 0) throw new IdempotencyConfigurationError(interceptorsAroundMessage(unvouched));
+    // A serializer around the module gets the recorded text, not the handler's object, so the fields it
+    // would strip are sent: refuse. Any other interceptor sees the same text the first time and on every
+    // replay; the module cannot tell whether it reshapes it, so it says so once and starts.
+    const reshapers = unvouched.filter((outer) => isKnownReshaper(outer.interceptor));
+    if (reshapers.length > 0) throw new IdempotencyConfigurationError(interceptorsAroundMessage(reshapers));
+    const others = unvouched.filter((outer) => !isKnownReshaper(outer.interceptor));
+    if (others.length > 0) this.logger.warn(interceptorsAroundWarning(others));
   }
+
+  private readonly logger = new Logger('Idempotency');
 
   private checkResponseIsRecordable(controller: Function, name: string, handler: Function): void {
     const byClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
@@ -84,14 +92,23 @@ function adviceFor({ bound, idempotentOnClass, interceptor, handler, controller 
   }
 }
 
-function interceptorsAroundMessage(unvouched: Around[]): string {
-  const names = new Set(unvouched.map((outer) => nameOf(outer.interceptor)));
+function interceptorsAroundMessage(reshapers: Around[]): string {
+  const names = new Set(reshapers.map((outer) => nameOf(outer.interceptor)));
   return [
-    'IdempotencyModule cannot start: interceptors run around @Idempotent() routes, outside the outcome the module records.',
+    'IdempotencyModule cannot start: a serializing interceptor runs around @Idempotent() routes, outside the outcome the module records.',
     'The module serialises the handler’s result, records that text and sends exactly it, the first time and on every replay. An interceptor around it',
-    'gets that text, not the handler’s object: a ClassSerializerInterceptor changes nothing (the fields it would @Exclude() are sent), an envelope',
-    'wraps a string, and whatever else it adds need not match between the first answer and a replay.',
-    ...new Set(unvouched.map((outer) => `- ${adviceFor(outer)}`)),
-    `If an interceptor leaves response bodies alone (logging, tracing), vouch for it: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
+    'gets that text, not the handler’s object: a ClassSerializerInterceptor changes nothing, so the fields it would @Exclude() are sent.',
+    ...new Set(reshapers.map((outer) => `- ${adviceFor(outer)}`)),
+    `If you are sure it may run around these routes, vouch for it: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
+  ].join('\n');
+}
+
+function interceptorsAroundWarning(others: Around[]): string {
+  const names = new Set(others.map((outer) => nameOf(outer.interceptor)));
+  return [
+    `${[...names].join(', ')} ${names.size === 1 ? 'runs' : 'run'} around @Idempotent() routes and so ${names.size === 1 ? 'gets' : 'get'} the recorded response text, the same on the first answer and on every replay.`,
+    'If one reshapes bodies (an envelope, a serializer), bind it inside @Idempotent() instead:',
+    ...new Set(others.map((outer) => `- ${adviceFor(outer)}`)),
+    `If none does, say so and this warning goes: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
   ].join('\n');
 }

@@ -1,4 +1,4 @@
-import type { NestInterceptor, Type } from '@nestjs/common';
+import { ClassSerializerInterceptor, type NestInterceptor, type Type } from '@nestjs/common';
 import type { ApplicationConfig } from '@nestjs/core';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { INTERCEPTORS_METADATA } from './nest-internals.js';
@@ -48,6 +48,12 @@ export function routeInterceptorsAround(controller: Function, handler: Function)
 export function isVouchedFor(interceptor: BoundInterceptor, allowed: readonly BoundInterceptor[]): boolean {
   const type = classOf(interceptor);
   return allowed.some((vouched) => vouched === interceptor || vouched === type);
+}
+
+/** Whether the interceptor turns the handler's object into the body: Nest's serializer, or a subclass of it. */
+export function isKnownReshaper(interceptor: BoundInterceptor): boolean {
+  const type = classOf(interceptor);
+  return type === ClassSerializerInterceptor || type.prototype instanceof ClassSerializerInterceptor;
 }
 
 /** The interceptor's name as the app's code spells it. */
