@@ -8,6 +8,7 @@ import {
   idempotencyApolloPlugin,
   IdempotencyConfigurationError,
   type IdempotencyEvent,
+  SkipIdempotency,
   TransactionHost,
 } from '../src/idempotency/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
@@ -75,7 +76,37 @@ class PostingsResolver {
   }
 }
 
-@Module({ providers: [Postings, PostingsResolver] })
+/** `@Idempotent()` on the class: its mutations are covered, its queries are not. */
+@Idempotent({ version: '2' })
+@Resolver()
+class CoveredResolver {
+  constructor(private readonly postings: Postings) {}
+
+  @Mutation(() => Posting)
+  postCovered(@Args('label') label: string, @Args('idempotencyKey', { type: () => String, nullable: true }) _key?: string) {
+    return this.postings.post(label);
+  }
+
+  /** Bound twice (class and method): the outer binding runs the flow. */
+  @Mutation(() => Posting)
+  @Idempotent({ storeErrors: [402] })
+  postAlsoOwn(@Args('label') label: string, @Args('idempotencyKey', { type: () => String, nullable: true }) _key?: string) {
+    return this.postings.post(label);
+  }
+
+  @Mutation(() => Posting)
+  @SkipIdempotency()
+  postSkipped(@Args('label') label: string) {
+    return this.postings.post(label);
+  }
+
+  @Query(() => Int)
+  coveredCalls() {
+    return this.postings.calls;
+  }
+}
+
+@Module({ providers: [Postings, PostingsResolver, CoveredResolver] })
 class PostingsModule {}
 
 /**
@@ -182,6 +213,28 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
       { operation: 'graphql Mutation.post', outcome: 'key_reused', status: 422 },
       { operation: 'graphql Mutation.post', outcome: 'key_missing', status: 400 },
     ]);
+  });
+
+  it('covers the mutations of a resolver class with @Idempotent(), not its queries, and leaves out @SkipIdempotency()', async () => {
+    const covered = (field: string, key?: string) => graphql(`mutation ($key: String) { ${field}(label: "${field}", idempotencyKey: $key) { entry } }`, { key });
+    expect((await covered('postCovered')).errors![0].extensions).toMatchObject({ code: 'IDEMPOTENCY_KEY_MISSING', status: 400 });
+    const key = newKey();
+    const first = await covered('postCovered', key);
+    expect((await covered('postCovered', key)).data).toEqual(first.data);
+    expect(await db.query(`SELECT scope, operation FROM idempotency_records WHERE key = $1`, [key])).toEqual([{ scope: 'tenant:acme version:2', operation: 'graphql Mutation.postCovered' }]);
+
+    const own = newKey();
+    const ran = await covered('postAlsoOwn', own);
+    const replayed = await covered('postAlsoOwn', own);
+    expect(replayed.extensions.idempotency.replayed).toBe(true);
+    expect(replayed.data).toEqual(ran.data);
+
+    await graphql(`mutation { postSkipped(label: "skipped") { entry } }`);
+    await graphql(`mutation { postSkipped(label: "skipped") { entry } }`);
+    expect(await entriesLabelled('skipped')).toBe(2);
+    expect((await graphql(`{ coveredCalls }`)).errors).toBeUndefined();
+    expect(await entriesLabelled('postCovered')).toBe(1);
+    expect(await entriesLabelled('postAlsoOwn')).toBe(1);
   });
 
   describe('refuses at startup', () => {

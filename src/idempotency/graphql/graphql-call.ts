@@ -12,6 +12,15 @@ export const RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 export const RESOLVER_NAME_METADATA = 'graphql:resolver_name';
 export const RESOLVER_PROPERTY_METADATA = 'graphql:resolve_property';
 
+/** The resolver type `@Mutation()` sets; `@Query()` sets `Query`, `@ResolveField()` none (it sets the property key). */
+export const MUTATION = 'Mutation';
+
+/** `graphql Mutation.createOrder` for a `@Mutation()` resolver method of the field `createOrder`; undefined for any other method. */
+export function mutationOperationOf(handler: Function): string | undefined {
+  if (Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler) !== MUTATION) return undefined;
+  return `graphql ${MUTATION}.${Reflect.getMetadata(RESOLVER_NAME_METADATA, handler) ?? handler.name}`;
+}
+
 /** The argument of a mutation field that carries its key. */
 export const KEY_ARGUMENT = 'idempotencyKey';
 

@@ -2,23 +2,22 @@ import { Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotentRoutes, type IdempotentRoute } from '../idempotent-route.js';
 import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
-import type { IdempotentOptions } from '../idempotency.options.js';
+import { type IdempotentOptions, mergeRouteOptions } from '../idempotency.options.js';
 import { IDEMPOTENT_ROUTE } from '../idempotency.tokens.js';
 import { type FingerprintFields, fingerprintFieldsOf } from '../request-fingerprint.js';
-import { argumentsOf, type GraphqlCall, RESOLVER_NAME_METADATA, RESOLVER_TYPE_METADATA } from './graphql-call.js';
-
-/** The resolver type `@Mutation()` sets; `@Query()` sets `Query`, `@ResolveField()` its parent type's name. */
-const MUTATION = 'Mutation';
+import { argumentsOf, type GraphqlCall, MUTATION, RESOLVER_TYPE_METADATA } from './graphql-call.js';
 
 /**
- * Reads `@Idempotent()` on resolver methods once per method. A mutation
- * field is a route of its own: the operation `graphql Mutation.<field>`,
- * a fingerprint of its arguments, status 200 for a success. Retention,
- * wait, scope, version and `storeErrors` are worked out as for HTTP routes.
+ * Works out `@Idempotent()` on resolver methods once per method, from the
+ * method's own decorator merged over its class's, as for routes; a
+ * class-level one alone covers the class's mutations. A mutation field is
+ * a route of its own (its operation `graphql Mutation.<field>`, retention,
+ * wait, scope, version, `storeErrors` and `storeIf` are worked out as for
+ * routes), with a fingerprint of its arguments and 200 for a success.
  */
 @Injectable()
 export class IdempotentMutations {
-  private readonly mutations = new Map<Function, IdempotentRoute | null>();
+  private readonly mutations = new Map<Function, Map<Function, IdempotentRoute | null>>();
 
   constructor(
     private readonly reflector: Reflector,
@@ -26,21 +25,23 @@ export class IdempotentMutations {
   ) {}
 
   /**
-   * The mutation's settings, or undefined where the method is not
-   * `@Idempotent()`. Throws for an `@Idempotent()` query, subscription or
+   * The mutation's settings, or undefined where `@Idempotent()` does not
+   * cover the method. Throws for an `@Idempotent()` query, subscription or
    * field resolver: only mutations are protected.
    */
   of(resolver: Function, handler: Function): IdempotentRoute | undefined {
-    let mutation = this.mutations.get(handler);
+    let handlers = this.mutations.get(resolver);
+    if (!handlers) this.mutations.set(resolver, (handlers = new Map()));
+    let mutation = handlers.get(handler);
     if (mutation === undefined) {
-      const options = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
-      mutation = options ? this.build(options, resolver, handler) : null;
-      this.mutations.set(handler, mutation);
+      const route = this.routes.of(resolver, handler);
+      mutation = route ? this.build(route, resolver, handler) : null;
+      handlers.set(handler, mutation);
     }
     return mutation ?? undefined;
   }
 
-  private build(options: IdempotentOptions, resolver: Function, handler: Function): IdempotentRoute {
+  private build(route: IdempotentRoute, resolver: Function, handler: Function): IdempotentRoute {
     const where = `@Idempotent() on ${resolver.name}.${handler.name}`;
     const type: unknown = Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler);
     if (type !== MUTATION) {
@@ -49,15 +50,15 @@ export class IdempotentMutations {
         `${where}: it is ${what}, and only mutations are protected: a read has nothing to run once. Remove @Idempotent(), or make it a @Mutation().`,
       );
     }
-    if (options.phases) {
+    if (route.lease !== undefined) {
       throw new IdempotencyConfigurationError(`${where}: phased operations run on HTTP routes only; a mutation field runs in one transaction. Remove phases, or serve the operation on a route.`);
     }
-    const route = this.routes.of(resolver, handler)!;
+    const own = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+    const inherited = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, resolver);
+    const options = own && inherited ? mergeRouteOptions(inherited, own) : (own ?? inherited ?? {});
     const fieldsOf = argumentFields(options.fingerprint);
-    const field: string = Reflect.getMetadata(RESOLVER_NAME_METADATA, handler) ?? handler.name;
     return {
       ...route,
-      operation: options.operation ?? `graphql ${MUTATION}.${field}`,
       successStatus: 200,
       replayHeaders: [],
       scopeOf: (call) => route.scopeOf((call as GraphqlCall).request),

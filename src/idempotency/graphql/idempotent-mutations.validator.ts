@@ -1,6 +1,5 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { IDEMPOTENT_ROUTE } from '../idempotency.tokens.js';
 import { RESOLVER_PROPERTY_METADATA, RESOLVER_TYPE_METADATA } from './graphql-call.js';
 import { IdempotentMutations } from './idempotent-mutations.js';
 
@@ -24,7 +23,7 @@ export class IdempotentMutationsValidator implements OnModuleInit {
       for (const name of this.scanner.getAllMethodNames(resolver.prototype)) {
         const handler = resolver.prototype[name];
         const resolves = Reflect.hasMetadata(RESOLVER_TYPE_METADATA, handler) || Reflect.hasMetadata(RESOLVER_PROPERTY_METADATA, handler);
-        if (resolves && Reflect.hasMetadata(IDEMPOTENT_ROUTE, handler)) this.mutations.of(resolver, handler);
+        if (resolves) this.mutations.of(resolver, handler);
       }
     }
   }
