@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
 import { DataSource, type EntityManager } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
+import { CurrentOperation } from './current-operation.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
@@ -132,7 +133,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
-      const outcome = await this.runHandler(transaction, runner.manager, route, next, response);
+      const claimed = transaction;
+      const outcome = await CurrentOperation.run(id, () => this.runHandler(claimed, runner.manager, route, next, response));
       attempt.handlerMs = performance.now() - handlerStarted;
       await transaction.commitWith(IdempotencyStatements.complete(id, outcome)).catch((error: Error) => {
         this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });

@@ -13,6 +13,11 @@ export interface ReapResult {
   skipped: boolean;
 }
 
+/** Work run after the records in every scheduled pass, within the same time budget: the outbox's cleanup is one. */
+export interface RetentionSweep {
+  sweep(now: Date, timeBudgetMs: number): Promise<unknown>;
+}
+
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
@@ -45,6 +50,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private timer?: NodeJS.Timeout;
   private pass?: Promise<void>;
   private stopping = false;
+  private readonly sweeps = new Set<RetentionSweep>();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -66,12 +72,19 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     await this.pass;
   }
 
-  /** One scheduled pass: finish abandoned claims, then delete expired records. A tick during a pass is skipped. */
+  /** Adds work to every scheduled pass, after the records; returns the function that removes it. */
+  addSweep(sweep: RetentionSweep): () => void {
+    this.sweeps.add(sweep);
+    return () => this.sweeps.delete(sweep);
+  }
+
+  /** One scheduled pass: finish abandoned claims, then delete expired records, then run the sweeps. A tick during a pass is skipped. */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
       try {
         await this.completer.completeAbandoned();
         await this.reap();
+        for (const sweep of this.sweeps) if (!this.stopping) await sweep.sweep(new Date(), this.options.reaper.timeBudgetMs);
       } catch (error) {
         this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
       } finally {

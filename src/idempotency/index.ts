@@ -7,7 +7,7 @@ export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
-export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
+export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './idempotency.reaper.js';
 export {
   IdempotencyEvents,
   type IdempotencyEvent,
@@ -17,6 +17,10 @@ export {
   type CommitFailedEvent,
   type ReapedEvent,
   type LeaseExpiredEvent,
+  type OutboxRelayedEvent,
+  type OutboxDeadLetterEvent,
+  type OutboxUnavailableEvent,
+  type OutboxReapedEvent,
 } from './events/idempotency-events.js';
 export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
@@ -36,3 +40,9 @@ export {
   UnstorableResponseException,
   type ProblemDetails,
 } from './idempotency.exceptions.js';
+export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
+export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
+export { OutboxRelay, type OutboxStats, type RelayBatchResult } from './outbox/outbox.relay.js';
+export { OutboxReaping } from './outbox/outbox.reaping.js';
+export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';
+export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';
