@@ -9,6 +9,9 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
+import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
+import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
+import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -37,6 +40,9 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentRoutesValidator,
     IdempotencyInterceptor,
     IdempotencyFilter,
+    IdempotentMessageHandlers,
+    IdempotentMessageInterceptor,
+    IdempotentMessageFilter,
     LeaseStore,
     PhasedOperations,
     PhasedOperationRunner,
@@ -61,6 +67,9 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,
+    IdempotentMessageHandlers,
+    IdempotentMessageInterceptor,
+    IdempotentMessageFilter,
     PhasedFlow,
     RESOLVED_IDEMPOTENCY_OPTIONS,
   ],

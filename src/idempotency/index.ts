@@ -46,3 +46,5 @@ export { OutboxRelay, type OutboxStats, type RelayBatchResult } from './outbox/o
 export { OutboxReaping } from './outbox/outbox.reaping.js';
 export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';
 export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';
+export { type IdempotentMessageOptions, OPERATION_ID_HEADER, NATS_MESSAGE_ID_HEADER } from './messaging/idempotent-message.js';
+export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './messaging/message.errors.js';
