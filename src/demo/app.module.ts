@@ -9,8 +9,10 @@ import { HealthController } from './health/health.controller.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
 import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
-import { IdempotencyModule, type IdempotencyModuleOptions } from '../idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
 import { IdempotencyMetricsModule } from '../idempotency/metrics/index.js';
+import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
+import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
 import { MetricsController } from './metrics/metrics.controller.js';
 import { OrdersModule } from './orders/orders.module.js';
 import { PaymentsModule } from './payments/payments.module.js';
@@ -27,6 +29,8 @@ export interface AppOptions {
   idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
   /** Requests per tenant per minute; 0 turns the limit off. Default `TENANT_RATE_LIMIT`, else 600. */
   tenantRateLimit?: number;
+  /** Event delivery: the relay and the fulfilment consumer run where NATS is set. Default off. */
+  delivery?: DeliveryOptions;
 }
 
 /** The demo's request validation: unknown fields are refused, not dropped. */
@@ -45,8 +49,10 @@ export class AppModule implements NestModule {
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
         OrdersModule,
+        ...(options.delivery?.natsUrl && options.delivery.consumer ? [FulfilmentModule] : []),
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
       ],
       controllers: [HealthController, MetricsController],

@@ -15,10 +15,16 @@ export interface JetStreamTransportOptions {
   stream: JetStreamStreamOptions;
   /**
    * Names this application's durable consumers: one per `@EventPattern()`,
-   * named `${durable}_${pattern}`, filtered on the pattern (a subject, with
-   * wildcards if you like). Instances with the same name share the work.
+   * named `${durable}_${pattern}`, filtered on the pattern's subject
+   * (wildcards allowed). Instances with the same name share the work.
    */
   durable: string;
+  /**
+   * Prepended to every pattern to name its subject: with `events`, the
+   * handler of `order.created` consumes `events.order.created`, as the
+   * publisher's `subjectPrefix` sends it. Default none: patterns are subjects.
+   */
+  subjectPrefix?: string;
   /** How long JetStream waits for an ack before redelivering, in ms. Default 30 s. */
   ackWaitMs?: number;
   /** Deliveries of one message before JetStream gives up on it. Default 100. */
@@ -97,7 +103,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
       if (!(error instanceof JetStreamApiError) || error.code !== JetStreamApiCodes.ConsumerNotFound) throw error;
       await manager.consumers.add(this.options.stream.name, {
         durable_name: name,
-        filter_subject: pattern,
+        filter_subject: this.options.subjectPrefix ? `${this.options.subjectPrefix}.${pattern}` : pattern,
         ack_policy: AckPolicy.Explicit,
         deliver_policy: DeliverPolicy.All,
         ack_wait: nanos(this.options.ackWaitMs ?? 30_000),

@@ -1,0 +1,30 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
+import { dataSourceOptions } from './database/data-source-options.js';
+import { PoolErrorListener } from './database/pool-error-listener.js';
+import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
+import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
+
+export interface WorkerOptions {
+  databaseUrl: string;
+  delivery: DeliveryOptions;
+  idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
+}
+
+/** The demo's worker process: the outbox relay and the fulfilment consumer, without HTTP. */
+@Module({})
+export class WorkerModule {
+  static forRoot(options: WorkerOptions): DynamicModule {
+    return {
+      module: WorkerModule,
+      imports: [
+        TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
+        IdempotencyModule.forRoot({ ...options.idempotency }),
+        IdempotencyOutboxModule.forRootAsync({ useFactory: () => outboxOptions(options.delivery) }),
+        ...(options.delivery.consumer ? [FulfilmentModule] : []),
+      ],
+      providers: [PoolErrorListener],
+    };
+  }
+}
