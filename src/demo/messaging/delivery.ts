@@ -16,6 +16,11 @@ export interface DeliveryOptions {
   consumer: boolean;
   /** Messages the consumer handles at once. */
   concurrency: number;
+  /** How long JetStream waits for the consumer's ack before redelivering, in ms. */
+  ackWaitMs: number;
+  /** Relay attempts before an event becomes a dead letter, and the first backoff in ms (defaults: the library's). */
+  maxAttempts?: number;
+  backoffMs?: number;
   /** Probability that the relay process SIGKILLs itself after a broker ack, before marking the event sent (a chaos fault). */
   crashAfterPublish: number;
   /** Probability that the consumer process SIGKILLs itself after its commit, before the ack (a chaos fault). */
@@ -33,6 +38,9 @@ export function deliveryFromEnv(env: NodeJS.ProcessEnv = process.env): DeliveryO
     relay: on(env.OUTBOX_RELAY, true),
     consumer: on(env.FULFILMENT_CONSUMER, true),
     concurrency: Number(env.FULFILMENT_CONCURRENCY ?? 4),
+    ackWaitMs: Number(env.FULFILMENT_ACK_WAIT_MS ?? 10_000),
+    maxAttempts: env.OUTBOX_MAX_ATTEMPTS ? Number(env.OUTBOX_MAX_ATTEMPTS) : undefined,
+    backoffMs: env.OUTBOX_BACKOFF_MS ? Number(env.OUTBOX_BACKOFF_MS) : undefined,
     crashAfterPublish: Number(env.FAULT_CRASH_AFTER_PUBLISH ?? 0),
     crashAfterCommit: Number(env.FAULT_CRASH_AFTER_COMMIT ?? 0),
   };
@@ -50,7 +58,10 @@ export async function outboxOptions(delivery: DeliveryOptions): Promise<OutboxMo
   const { JetStreamPublisher } = await import('../../idempotency/nats/index.js');
   const { crashingPublisher } = await import('./crash-faults.js');
   const publisher = await JetStreamPublisher.connect({ servers: delivery.natsUrl, stream: streamOf(delivery), subjectPrefix: delivery.subjectPrefix });
-  return { publisher: crashingPublisher(publisher, delivery.crashAfterPublish), relay: { pollIntervalMs: 1000 } };
+  return {
+    publisher: crashingPublisher(publisher, delivery.crashAfterPublish),
+    relay: { pollIntervalMs: 1000, maxAttempts: delivery.maxAttempts, backoff: { baseMs: delivery.backoffMs } },
+  };
 }
 
 /** The transport serving the fulfilment consumer. */
@@ -62,7 +73,7 @@ export async function fulfilmentTransport(delivery: DeliveryOptions) {
     subjectPrefix: delivery.subjectPrefix,
     durable: delivery.durable,
     concurrency: delivery.concurrency,
-    ackWaitMs: 10_000,
+    ackWaitMs: delivery.ackWaitMs,
   });
 }
 
