@@ -137,7 +137,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
     } catch (error) {
       if (error instanceof IdempotentMessageError && !error.redeliver) {
         this.logger.error(`${message.subject} #${message.seq}: ${error.message}`);
-        message.term(error.message);
+        message.term(); // without a reason: servers before 2.10 do not know '+TERM reason'
         return;
       }
       const delay = error instanceof IdempotentMessageError && error.retryAfterMs !== undefined ? error.retryAfterMs : this.redeliveryDelay(message.info.deliveryCount);
