@@ -9,7 +9,7 @@ import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
 export interface WorkerOptions {
   databaseUrl: string;
   delivery: DeliveryOptions;
-  idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
+  idempotency?: Omit<IdempotencyModuleOptions, 'tenant' | 'reaper'>;
 }
 
 /** The demo's worker process: the outbox relay and the fulfilment consumer, without HTTP. */
@@ -20,7 +20,10 @@ export class WorkerModule {
       module: WorkerModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        IdempotencyModule.forRoot({ ...options.idempotency }),
+        // No reaper here: its completer would take over the API's abandoned payments, whose phased
+        // operation this process does not register, and mark them failed. The API instances reap
+        // (records and settled outbox events alike).
+        IdempotencyModule.forRoot({ ...options.idempotency, reaper: false }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => outboxOptions(options.delivery) }),
         ...(options.delivery.consumer ? [FulfilmentModule] : []),
       ],

@@ -19,8 +19,7 @@ async function bootstrap(): Promise<void> {
     logger.error(`The worker needs DATABASE_URL (the demo's database) and NATS_URL. ${delivery.natsUrl ? '' : DELIVERY_OFF_MESSAGE}`);
     process.exit(2);
   }
-  const reaperInterval = env.REAPER_INTERVAL_MS ? Number(env.REAPER_INTERVAL_MS) : undefined;
-  const module = WorkerModule.forRoot({ databaseUrl, delivery, idempotency: { reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval } } });
+  const module = WorkerModule.forRoot({ databaseUrl, delivery });
   let app: INestApplicationContext;
   if (delivery.consumer) {
     const microservice = await NestFactory.createMicroservice(module, { strategy: await fulfilmentTransport(delivery) });
