@@ -37,7 +37,7 @@ export function deliveryFromEnv(env: NodeJS.ProcessEnv = process.env): DeliveryO
     durable: env.NATS_DURABLE ?? 'fulfilment',
     relay: on(env.OUTBOX_RELAY, true),
     consumer: on(env.FULFILMENT_CONSUMER, true),
-    concurrency: Number(env.FULFILMENT_CONCURRENCY ?? 4),
+    concurrency: Number(env.FULFILMENT_CONCURRENCY ?? 16),
     ackWaitMs: Number(env.FULFILMENT_ACK_WAIT_MS ?? 10_000),
     maxAttempts: env.OUTBOX_MAX_ATTEMPTS ? Number(env.OUTBOX_MAX_ATTEMPTS) : undefined,
     backoffMs: env.OUTBOX_BACKOFF_MS ? Number(env.OUTBOX_BACKOFF_MS) : undefined,
