@@ -18,7 +18,7 @@ import { startDemoProcess } from '../test/support/demo-process.js';
  *    outbox row, written just before the commit) to its shipment's commit
  *    (the shipment row, written just before the consumer's commit), p50/p99.
  * PostgreSQL: DATABASE_URL, else embedded. NATS: a private nats-server
- * (NATS_SERVER_BINARY, default /usr/sbin/nats-server), else NATS_URL.
+ * (NATS_SERVER_BINARY, else nats-server on PATH), else NATS_URL.
  */
 const flag = (name: string, fallback: number) => {
   const at = process.argv.indexOf(`--${name}`);

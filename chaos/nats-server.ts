@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../src/demo/database/embedded-postgres.js';
+import { natsServerBinary } from '../src/demo/messaging/nats-server-binary.js';
 
-const BINARY = process.env.NATS_SERVER_BINARY ?? '/usr/sbin/nats-server';
+const BINARY = natsServerBinary();
 
 /** A nats-server of the run's own, with JetStream on a data folder that survives its restarts. */
 export class ChaosNats {
@@ -21,7 +22,7 @@ export class ChaosNats {
 
   /** Undefined when the binary is missing: the run then leaves delivery out. */
   static async start(): Promise<ChaosNats | undefined> {
-    if (!existsSync(BINARY)) return undefined;
+    if (!BINARY || !existsSync(BINARY)) return undefined;
     const port = await freePort();
     const nats = new ChaosNats(`nats://127.0.0.1:${port}`, port, mkdtempSync(join(tmpdir(), 'chaos-nats-')));
     await nats.up();
@@ -29,7 +30,7 @@ export class ChaosNats {
   }
 
   static get binary(): string {
-    return BINARY;
+    return BINARY ?? 'nats-server (NATS_SERVER_BINARY, or on PATH)';
   }
 
   /** Stops (SIGTERM: JetStream flushes) and starts the server again on the same port and data. */
@@ -45,7 +46,7 @@ export class ChaosNats {
   }
 
   private async up(): Promise<void> {
-    this.child = spawn(BINARY, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dataDir], { stdio: 'ignore' });
+    this.child = spawn(BINARY!, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dataDir], { stdio: 'ignore' });
     for (let i = 0; i < 400; i++) {
       if (await answers(this.port)) return;
       await sleep(25);

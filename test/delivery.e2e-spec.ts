@@ -18,6 +18,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 const natsUp = await natsAnswers();
 if (!natsUp) console.log(`skipping the NATS delivery suites: no NATS server answers at ${NATS_URL} (set NATS_URL to use another)`);
 const describeWithNats = natsUp ? describe : describe.skip;
+if (natsUp && !NATS_SERVER_BINARY) console.log('skipping the NATS restart test: no nats-server on PATH (or NATS_SERVER_BINARY) to start a private one');
 
 describeWithNats('delivery through NATS JetStream', () => {
   let db: TestDatabase;
@@ -153,7 +154,7 @@ describeWithNats('delivery through NATS JetStream', () => {
   const withBinary = NATS_SERVER_BINARY && natsUp ? it : it.skip;
   withBinary('rides out a NATS restart: events committed while it is down are delivered once it is back', async () => {
     const nats = await startPrivateNats();
-    if (!nats) return console.log(`skipping the NATS restart test: no ${NATS_SERVER_BINARY}`);
+    if (!nats) return console.log('skipping the NATS restart test: no nats-server on PATH (or NATS_SERVER_BINARY)');
     try {
       const picked = uniqueNames('restart');
       const demo = await startDemo(picked, { NATS_URL: nats.url });

@@ -8,10 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../src/demo/database/embedded-postgres.js';
+import { natsServerBinary } from '../../src/demo/messaging/nats-server-binary.js';
 
 /** The NATS server the suites use: NATS_URL, default the machine's. */
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-export const NATS_SERVER_BINARY = process.env.NATS_SERVER_BINARY ?? '/usr/sbin/nats-server';
+/** NATS_SERVER_BINARY, else `nats-server` on PATH. */
+export const NATS_SERVER_BINARY = natsServerBinary();
 
 /** Whether something accepts connections at a nats:// URL. */
 export function natsAnswers(url = NATS_URL): Promise<boolean> {
@@ -56,7 +58,7 @@ export interface PrivateNats {
 }
 
 export async function startPrivateNats(): Promise<PrivateNats | undefined> {
-  if (!existsSync(NATS_SERVER_BINARY)) return undefined;
+  if (!NATS_SERVER_BINARY || !existsSync(NATS_SERVER_BINARY)) return undefined;
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nats-js-'));
   const url = `nats://127.0.0.1:${port}`;
