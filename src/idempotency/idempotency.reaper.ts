@@ -1,9 +1,10 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { TransactionHost } from './transaction-host.js';
 
 export interface ReapResult {
   deleted: number;
@@ -21,7 +22,7 @@ export interface RetentionSweep {
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
- * One batch: finished records expired before $1, at most $2 of them, oldest
+ * One batch: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
  * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
  * plan a TID scan at any table size, whatever the statistics say.
  */
@@ -30,7 +31,7 @@ export const REAP_BATCH = `
     DELETE FROM idempotency_records
      WHERE ctid = ANY (ARRAY(
        SELECT ctid FROM idempotency_records
-        WHERE expires_at <= $1 AND status <> 'in_progress'
+        WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
         ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::int AS deleted FROM gone`;
@@ -53,7 +54,8 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private readonly sweeps = new Set<RetentionSweep>();
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -78,15 +80,24 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return () => this.sweeps.delete(sweep);
   }
 
-  /** One scheduled pass: finish abandoned claims, then delete expired records, then run the sweeps. A tick during a pass is skipped. */
+  /**
+   * One scheduled pass: delete expired records, finish abandoned claims, then
+   * run the sweeps (settled outbox events).
+   * The deletion goes first and each step fails on its own, so that a claim
+   * the completer cannot handle never keeps expired records in the table, and
+   * a slow completer does not hold up this pass's deletion. A tick during a
+   * pass is skipped.
+   */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
       try {
-        await this.completer.completeAbandoned();
-        await this.reap();
-        for (const sweep of this.sweeps) if (!this.stopping) await sweep.sweep(new Date(), this.options.reaper.timeBudgetMs);
-      } catch (error) {
-        this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
+        await this.reap().catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
+        if (this.stopping) return;
+        await this.completer.completeAbandoned().catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        for (const sweep of this.sweeps) {
+          if (this.stopping) return;
+          await sweep.sweep(new Date(), this.options.reaper.timeBudgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
+        }
       } finally {
         this.pass = undefined;
       }
@@ -94,8 +105,17 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, within the pass's time budget. */
-  async reap(now: Date = new Date()): Promise<ReapResult> {
+  /**
+   * Deletes finished records that expired by `now`, within the pass's time
+   * budget, outside any request's transaction. Without `now` (as on the
+   * timer), expiry is the database's clock, never this process's: a process
+   * clock that runs ahead deletes nothing live.
+   */
+  reap(now?: Date): Promise<ReapResult> {
+    return this.transactions.outside(() => this.reapBatches(now));
+  }
+
+  private async reapBatches(now: Date | undefined): Promise<ReapResult> {
     const { batchSize, timeBudgetMs } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
@@ -115,11 +135,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
-  private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
-    return this.dataSource.transaction(async (manager) => {
+  private deleteBatch(now: Date | undefined, batchSize: number): Promise<number | undefined> {
+    return this.served.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
-      const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);
+      const [{ deleted }] = await manager.query(REAP_BATCH, [now ?? null, batchSize]);
       return deleted;
     });
   }

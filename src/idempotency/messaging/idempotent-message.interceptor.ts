@@ -1,12 +1,14 @@
-import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, map, type Observable, tap } from 'rxjs';
-import { DataSource } from 'typeorm';
 import { ClaimTransaction } from '../claim-transaction.js';
 import { CurrentOperation } from '../current-operation.js';
 import { isLockTimeout } from '../database-errors.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from '../idempotency.store.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';
@@ -35,8 +37,9 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
   constructor(
     private readonly handlers: IdempotentMessageHandlers,
     private readonly transactions: TransactionHost,
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly events: IdempotencyEvents,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -65,11 +68,11 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
     } catch (error) {
       throw new MessageKeyMissingError(handler.operation, `its data has no canonical form: ${(error as Error).message}`);
     }
-    const runner = this.dataSource.createQueryRunner();
+    const runner = this.served.dataSource.createQueryRunner();
     let transaction: ClaimTransaction | undefined;
     try {
       const claimStarted = performance.now();
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, IdempotencyStatements.claim(id, fingerprint, handler.retention, handler.wait))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, IdempotencyStatements.claim(id, fingerprint, handler.retention, handler.wait))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;
@@ -78,7 +81,7 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
         .finally(() => (attempt.claimMs = performance.now() - claimStarted));
       transaction = begun.transaction;
       const [row] = begun.first.rows;
-      if (!row?.claimed) return await this.replay(transaction, id, fingerprint, row, handler, attempt);
+      if (!row.claimed) return await this.replay(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, handler, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
       const result = await CurrentOperation.run(id, () => this.transactions.run(runner.manager, () => lastValueFrom(next.handle(), { defaultValue: undefined })));

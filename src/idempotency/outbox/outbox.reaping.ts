@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { IdempotencyReaper, type ReapResult } from '../idempotency.reaper.js';
@@ -19,7 +19,7 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
   private unregister?: () => void;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly reaper: IdempotencyReaper,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly moduleOptions: ResolvedModuleOptions,
@@ -42,7 +42,7 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
     for (;;) {
-      const deleted = await this.dataSource.transaction(async (manager) => {
+      const deleted = await this.served.dataSource.transaction(async (manager) => {
         const [{ locked }] = await manager.query(OUTBOX_REAPER_LOCK);
         if (!locked) return undefined;
         const { text, values } = OutboxStatements.reapBatch(before, batchSize);

@@ -1,5 +1,6 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { DataSource, type QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import type { OutboxMessage } from './outbox-publisher.js';
 import { OutboxPublisherUnavailableError } from './outbox-publisher.js';
@@ -45,18 +46,16 @@ const BLOCKED_RETRY_MS = 50;
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('OutboxRelay');
-  private readonly wakeup: OutboxWakeup;
+  private wakeup?: OutboxWakeup;
   private loop?: Promise<void>;
   private stopping = false;
   private unavailableSince?: number;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
-  ) {
-    this.wakeup = new OutboxWakeup(dataSource, options.notify);
-  }
+  ) {}
 
   /** Whether this instance delivers events (it has a publisher and the relay is on). */
   get running(): boolean {
@@ -65,34 +64,35 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   onApplicationBootstrap(): void {
     if (!this.options.relay.enabled) return;
-    this.loop = this.run();
+    this.wakeup = new OutboxWakeup(this.served.dataSource, this.options.notify);
+    this.loop = this.run(this.wakeup);
   }
 
   /** The batch in flight finishes (publishes acked, marks committed); then the relay stops and closes its publisher. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
-    this.wakeup.wake();
+    this.wakeup?.wake();
     await this.loop;
-    await this.wakeup.close();
+    await this.wakeup?.close();
     await this.options.publisher?.close?.();
   }
 
   /** Pending events and the oldest one's age. */
   async stats(): Promise<OutboxStats> {
     const { text, values } = OutboxStatements.stats();
-    const [row] = await this.dataSource.query(text, values);
+    const [row] = await this.served.dataSource.query(text, values);
     return { pending: row.pending, oldestPendingAgeSeconds: row.oldest_age_seconds };
   }
 
   /** Puts dead letters back in line with their attempts reset: those named, or all. Returns how many. */
   async requeueDead(ids?: string[]): Promise<number> {
     const { text, values } = OutboxStatements.requeueDead(ids);
-    const [, affected] = await this.dataSource.query(text, values);
-    this.wakeup.wake();
+    const [, affected] = await this.served.dataSource.query(text, values);
+    this.wakeup?.wake();
     return affected;
   }
 
-  private async run(): Promise<void> {
+  private async run(wakeup: OutboxWakeup): Promise<void> {
     const { batchSize, pollIntervalMs, unavailablePauseMs } = this.options.relay;
     while (!this.stopping) {
       let result: RelayBatchResult;
@@ -100,12 +100,12 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         result = await this.relayBatch();
       } catch (error) {
         this.logger.error(`batch failed, retrying in ${pollIntervalMs} ms: ${(error as Error).message}`);
-        await this.wakeup.wait(pollIntervalMs);
+        await wakeup.wait(pollIntervalMs);
         continue;
       }
-      if (result.unavailable) await this.wakeup.wait(unavailablePauseMs);
+      if (result.unavailable) await wakeup.wait(unavailablePauseMs);
       else if (result.claimed === batchSize && result.published + result.failed > 0) continue;
-      else await this.wakeup.wait(result.blocked > 0 ? Math.min(BLOCKED_RETRY_MS, pollIntervalMs) : pollIntervalMs);
+      else await wakeup.wait(result.blocked > 0 ? Math.min(BLOCKED_RETRY_MS, pollIntervalMs) : pollIntervalMs);
     }
   }
 
@@ -114,7 +114,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const publisher = this.options.publisher;
     if (!publisher) throw new Error('The outbox relay has no publisher: pass one to IdempotencyOutboxModule.forRoot({ publisher }).');
     const started = Date.now();
-    const runner = this.dataSource.createQueryRunner();
+    const runner = this.served.dataSource.createQueryRunner();
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');

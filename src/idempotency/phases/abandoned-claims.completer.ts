@@ -1,12 +1,13 @@
 import { HttpException, Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError } from '../outcome-capture.js';
+import { TransactionHost } from '../transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { PhasedOperations } from './phased-operation.js';
 import { PhasedOperationRunner } from './phased-operation.runner.js';
@@ -29,7 +30,8 @@ export interface CompleterPass {
 @Injectable()
 export class AbandonedClaimsCompleter {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly leases: LeaseStore,
     private readonly runner: PhasedOperationRunner,
     private readonly operations: PhasedOperations,
@@ -37,9 +39,14 @@ export class AbandonedClaimsCompleter {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async completeAbandoned(limit = 100): Promise<CompleterPass> {
+  /** One pass over claims whose lease lapsed, outside any request's transaction. */
+  completeAbandoned(limit = 100): Promise<CompleterPass> {
+    return this.transactions.outside(() => this.completePass(limit));
+  }
+
+  private async completePass(limit: number): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
-    const candidates: Array<RecordId & { owner_token: string | null }> = await this.dataSource.query(
+    const candidates: Array<RecordId & { owner_token: string | null }> = await this.served.dataSource.query(
       `SELECT scope, operation, key, owner_token FROM idempotency_records
         WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
       [limit],

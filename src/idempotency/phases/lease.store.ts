@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
+import { TransactionHost } from '../transaction-host.js';
 
-/** Something that runs SQL: the DataSource (autocommit) or a QueryRunner in a transaction. */
+/** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
 export interface Queryable {
   query(sql: string, parameters?: unknown[]): Promise<any>;
 }
@@ -30,6 +31,8 @@ export interface AbandonedClaim {
 
 export interface PhasedRecord extends StoredRecord {
   leaseLive: boolean;
+  /** The database's `now()` when the record was read. */
+  databaseNow: Date;
   phaseResults: Record<string, unknown>;
 }
 
@@ -43,7 +46,15 @@ const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
  */
 @Injectable()
 export class LeaseStore {
-  constructor(private readonly dataSource: DataSource) {}
+  /** The served DataSource's pool, outside any request's transaction: each statement commits on its own. */
+  readonly pool: Queryable = {
+    query: (sql, parameters) => this.transactions.outside(() => this.served.dataSource.query(sql, parameters)),
+  };
+
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
+  ) {}
 
   /**
    * Claims the key with a lease, in a statement of its own (so it commits at
@@ -51,7 +62,7 @@ export class LeaseStore {
    * lease lapsed is taken over with its recovery point and phase results.
    */
   async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string): Promise<LeasedClaim> {
-    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown> }> = await this.dataSource.query(
+    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown> }> = await this.pool.query(
       `INSERT INTO idempotency_records AS r
               (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
        VALUES ($1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')})
@@ -81,7 +92,7 @@ export class LeaseStore {
    */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
     const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null }> =
-      await this.dataSource.query(
+      await this.pool.query(
         `WITH taken AS (
            UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
@@ -96,7 +107,7 @@ export class LeaseStore {
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
   async discardUnstarted(id: RecordId, owner: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
+    const rows: unknown[] = await this.pool.query(
       `WITH gone AS (DELETE FROM idempotency_records WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
        SELECT 1 FROM gone`,
       [id.scope, id.operation, id.key, owner],
@@ -104,13 +115,15 @@ export class LeaseStore {
     return rows.length === 1;
   }
 
+  /** The record that holds the key: a claim, or a finished record that has not expired (an expired one is claimable). */
   async read(id: RecordId): Promise<PhasedRecord | undefined> {
-    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown> }> = await this.dataSource.query(
-      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records WHERE ${PK}`,
+    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown>; database_now: Date }> = await this.pool.query(
+      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results, now() AS database_now FROM idempotency_records
+        WHERE ${PK} AND (status = 'in_progress' OR expires_at > now())`,
       [id.scope, id.operation, id.key],
     );
     if (!rows.length) return undefined;
-    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results };
+    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results, databaseNow: rows[0].database_now };
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */
@@ -131,18 +144,18 @@ export class LeaseStore {
 
   /** Stores what the reaper needs to resume the operation without a client, once. */
   async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<boolean> {
-    return this.fenced(this.dataSource, `resume = coalesce(resume, $5::jsonb)`, id, owner, [JSON.stringify(resume)]);
+    return this.fenced(this.pool, `resume = coalesce(resume, $5::jsonb)`, id, owner, [JSON.stringify(resume)]);
   }
 
   /** Lets the lease lapse now, so that a retry resumes at once. */
   async release(id: RecordId, owner: string): Promise<boolean> {
-    return this.fenced(this.dataSource, `lease_expires_at = now()`, id, owner, []);
+    return this.fenced(this.pool, `lease_expires_at = now()`, id, owner, []);
   }
 
   /** Records the outcome; `failed` with a reason for an operation that cannot be completed. */
   async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
     return this.fenced(
-      this.dataSource,
+      this.pool,
       `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
        completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
       id,

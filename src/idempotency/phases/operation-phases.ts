@@ -44,7 +44,9 @@ export class OperationPhases {
 
   /**
    * Runs database work in a transaction of its own, which also advances the
-   * recovery point and stores the result: both commit, or neither.
+   * recovery point and stores the result: both commit, or neither. Inside
+   * `work`, `TransactionHost.manager` is that transaction, and writes through
+   * injected repositories and the DataSource join it.
    */
   async local<T>(phase: string, work: () => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
@@ -70,14 +72,15 @@ export class OperationPhases {
   /**
    * Calls an external service with a downstream idempotency key derived from
    * the scope, operation, key and phase: a repeat of the call after a crash
-   * carries the same key, so the service deduplicates it.
+   * carries the same key, so the service deduplicates it. No transaction is
+   * open during the call: database writes made in it commit on their own.
    */
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
     const { id, owner, leaseMs, signal } = this.ownership;
-    if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.renew(this.leases.pool, id, owner, leaseMs))) throw new LeaseLostError();
     const resultJson = toJson(await call(downstreamKey(id, phase), signal));
-    if (!(await this.leases.savePhase(this.dataSource, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.savePhase(this.leases.pool, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
 

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
-import type { AttemptEvent } from '../events/idempotency-events.js';
+import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import { IdempotencyKeyReusedException, IdempotencyRequestInProgressException, operationFailedOutcome } from '../idempotency.exceptions.js';
@@ -49,8 +49,11 @@ export class PhasedFlow {
     const owner = randomUUID();
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
-    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => (attempt.claimMs = performance.now() - claimStarted));
-    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt };
+    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => {
+      attempt.claimMs = performance.now() - claimStarted;
+      timeStep(attempt, 'claim', claimStarted);
+    });
+    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt, databaseNow: claimed.databaseNow };
     if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
@@ -67,10 +70,16 @@ export class PhasedFlow {
     let outcome: RecordedOutcome;
     const handlerStarted = performance.now();
     try {
+      // No transaction is current here: the claim has committed, and each local phase opens its own.
+      // A write outside a local phase (before run(), in an external phase) therefore joins nothing and
+      // runs on the pool, committing on its own as outside a request, rather than join a closed
+      // transaction; database writes belong in phases.local().
       const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
       attempt.handlerMs = performance.now() - handlerStarted;
+      timeStep(attempt, 'handler', handlerStarted);
       outcome = captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
+      timeStep(attempt, 'handler', handlerStarted);
       if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
         // Before the operation started (a validation error, say) nothing can have
         // happened, so the key is freed as in a rollback. After, finished phases
@@ -80,7 +89,9 @@ export class PhasedFlow {
       }
       outcome = captureError(error);
     }
-    if (!(await this.leases.finish(id, owner, outcome, route.retention))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    const commitStarted = performance.now();
+    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => timeStep(attempt, 'commit', commitStarted));
+    if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome, replayed: false };
   }
 
@@ -94,14 +105,14 @@ export class PhasedFlow {
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
     const deadline = Date.now() + route.wait;
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
       if (claim.claimed) return claim;
       const record = await this.leases.read(id);
       if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt };
+      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt, databaseNow: record.databaseNow };
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.
