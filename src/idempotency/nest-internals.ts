@@ -3,7 +3,8 @@
  * own packages through `@nestjs/common/internal` and not as public API. The
  * module needs them to learn a route's method, path and `@HttpCode()`, and to
  * refuse routes whose response it cannot record (`@Res()`, `@Next()`,
- * `@Sse()`). A Nest upgrade that renames them breaks here, at compile time.
+ * `@Sse()`) or that interceptors wrap outside it (`@UseInterceptors()`). A
+ * Nest upgrade that renames them breaks here, at compile time.
  *
  * The two keys of `@nestjs/microservices` (an optional peer, so not imported)
  * name a message handler's pattern and kind (1 message, 2 event); the
@@ -11,6 +12,7 @@
  */
 export {
   HTTP_CODE_METADATA,
+  INTERCEPTORS_METADATA,
   METHOD_METADATA,
   PATH_METADATA,
   RESPONSE_PASSTHROUGH_METADATA,
