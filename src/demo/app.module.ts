@@ -13,6 +13,7 @@ import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limi
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
 import { IdempotencyMetricsModule } from '../idempotency/metrics/index.js';
 import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
+import { CrashAfterCommit } from './messaging/crash-faults.js';
 import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
 import { MetricsController } from './metrics/metrics.controller.js';
 import { OrdersModule } from './orders/orders.module.js';
@@ -49,7 +50,8 @@ export class AppModule implements NestModule {
       module: AppModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        IdempotencyModule.forRoot({ ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        // CrashAfterCommit wraps the fulfilment handler on purpose: it injects the chaos run's crash after the commit.
+        IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
         OrdersModule,

@@ -4,6 +4,7 @@ import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModu
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
 import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
+import { CrashAfterCommit } from './messaging/crash-faults.js';
 import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
 
 export interface WorkerOptions {
@@ -23,7 +24,7 @@ export class WorkerModule {
         // No reaper here: its completer would take over the API's abandoned payments, whose phased
         // operation this process does not register, and mark them failed. The API instances reap
         // (records and settled outbox events alike).
-        IdempotencyModule.forRoot({ ...options.idempotency, reaper: false }),
+        IdempotencyModule.forRoot({ ...options.idempotency, reaper: false, allowInterceptorsAround: [CrashAfterCommit] }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => outboxOptions(options.delivery) }),
         ...(options.delivery.consumer ? [FulfilmentModule] : []),
       ],
