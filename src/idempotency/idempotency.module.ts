@@ -18,6 +18,7 @@ import { PhasedFlow } from './phases/phased-flow.js';
 import { PhasedOperations } from './phases/phased-operation.js';
 import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { OutcomeCodec } from './outcome-codec.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { TransactionHost } from './transaction-host.js';
@@ -43,6 +44,7 @@ import { TransactionHost } from './transaction-host.js';
       inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
     },
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
+    { provide: OutcomeCodec, useFactory: (options: ResolvedModuleOptions) => new OutcomeCodec(options.encryption), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
     IdempotencySchemaCheck,
@@ -70,6 +72,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyReaper,
     ReplayCache,
     ReplayLikelihood,
+    OutcomeCodec,
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,

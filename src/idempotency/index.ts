@@ -1,7 +1,8 @@
 export { Idempotent } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options.js';
+export type { EncryptionOptions, IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options.js';
+export type { EncryptionKey } from './outcome-encryption.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
@@ -34,8 +35,10 @@ export {
   IdempotencyKeyReusedException,
   IdempotencyProblem,
   IdempotencyProblemType,
+  IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
   UnstorableResponseException,
   type ProblemDetails,
+  type RecordUndecryptableReason,
 } from './idempotency.exceptions.js';
