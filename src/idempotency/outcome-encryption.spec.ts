@@ -1,4 +1,4 @@
-import { createDecipheriv, createHash, hkdfSync } from 'node:crypto';
+import { createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import type { RecordId } from './idempotency.store.js';
 import { type EncryptionKey, masterKeys, OutcomeEncryption, type SealContext, UnsealError, type UnsealFailure } from './outcome-encryption.js';
@@ -139,18 +139,36 @@ describe('the v1 envelope format, as documented', () => {
       }),
     );
 
-  it('opens with node:crypto by hand: HKDF-SHA-256 per record, AES-256-GCM, the identity and status as AAD', () => {
-    const [version, keyId, ivText, sealedText] = V1_FIXTURE.split('.');
-    const master = Buffer.from(Array.from({ length: 32 }, (_, byte) => byte));
-    const identity = createHash('sha256').update(lengthPrefixed(ID.scope, ID.operation, ID.key)).digest();
+  /** Opens an envelope from the documented format alone, with crypto.hkdfSync for the record key. */
+  const openByHand = (master: Buffer, context: SealContext, envelope: string) => {
+    const [version, keyId, ivText, sealedText] = envelope.split('.');
+    const { id, status } = context;
+    const identity = createHash('sha256').update(lengthPrefixed(id.scope, id.operation, id.key)).digest();
     const salt = Buffer.from('nest-idempotency/outcome-key/v1');
     const recordKey = Buffer.from(hkdfSync('sha256', master, salt, Buffer.concat([Buffer.from('record:'), identity]), 32));
     const sealed = Buffer.from(sealedText, 'base64url');
     const decipher = createDecipheriv('aes-256-gcm', recordKey, Buffer.from(ivText, 'base64url'), { authTagLength: 16 });
-    decipher.setAAD(lengthPrefixed(version, keyId, ID.scope, ID.operation, ID.key, '201'));
+    decipher.setAAD(lengthPrefixed(version, keyId, id.scope, id.operation, id.key, String(status)));
     decipher.setAuthTag(sealed.subarray(-16));
-    const plaintext = Buffer.concat([decipher.update(sealed.subarray(0, -16)), decipher.final()]);
-    expect(plaintext.toString()).toBe('{"id":"7f3c","sku":"book-42","location":"/orders/7f3c"}');
+    return Buffer.concat([decipher.update(sealed.subarray(0, -16)), decipher.final()]);
+  };
+
+  it('opens with node:crypto by hand: HKDF-SHA-256 per record (crypto.hkdfSync), AES-256-GCM, the identity and status as AAD', () => {
+    const master = Buffer.from(Array.from({ length: 32 }, (_, byte) => byte));
+    expect(openByHand(master, CONTEXT, V1_FIXTURE).toString()).toBe('{"id":"7f3c","sku":"book-42","location":"/orders/7f3c"}');
+  });
+
+  it.each<[string, SealContext]>([
+    ['the usual identity', CONTEXT],
+    ['multi-byte parts', { id: { scope: 'tenant:zürich', operation: 'POST /bestellungen/:id', key: 'k-1' }, status: 200 }],
+    ['a scope far beyond 1024 bytes', { id: { ...ID, scope: `tenant:${'x'.repeat(4000)}` }, status: 402 }],
+    ['empty parts', { id: { scope: '', operation: '', key: 'k' }, status: 204 }],
+  ])('seals what the by-hand reading opens, under fresh keys: %s', (_, context) => {
+    for (let i = 0; i < 5; i++) {
+      const master = randomBytes(32);
+      const envelope = only(`k${i}`, master).seal(context, PLAINTEXT);
+      expect(openByHand(master, context, envelope).equals(PLAINTEXT)).toBe(true);
+    }
   });
 });
 

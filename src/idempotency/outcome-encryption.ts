@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { IdempotencyConfigurationError, type RecordUndecryptableReason } from './idempotency.exceptions.js';
 import type { RecordId } from './idempotency.store.js';
 
@@ -9,10 +9,14 @@ export interface EncryptionKey {
   key: Uint8Array | string;
 }
 
-/** A validated master key. The key material lives in a KeyObject, which never prints. */
+/**
+ * A validated master key, kept as its HKDF pseudorandom key (the extract
+ * step, which depends on the master key alone): record keys are expanded
+ * from it. A KeyObject, which never prints.
+ */
 export interface MasterKey {
   id: string;
-  key: KeyObject;
+  prk: KeyObject;
 }
 
 /** What a sealed outcome is bound to: opening it anywhere else fails. */
@@ -47,13 +51,17 @@ const ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-
 /** The HKDF salt: fixed, so that the per-record key is a function of the master key and the record alone. */
 const HKDF_SALT = Buffer.from('nest-idempotency/outcome-key/v1');
 const HKDF_INFO_LABEL = Buffer.from('record:');
+/** HKDF-Expand's block counter: one SHA-256 block is the whole 32-byte key. */
+const FIRST_BLOCK = Buffer.from([1]);
 
 /**
  * Seals recorded outcomes with AES-256-GCM, and opens them.
  *
- * Each record gets a key of its own, derived with HKDF-SHA-256 from the
- * master key, with the record's identity (scope, operation, key) in the
- * `info`. The additional authenticated data binds the envelope version, the
+ * Each record gets a key of its own, derived with HKDF-SHA-256 (RFC 5869)
+ * from the master key, with the record's identity (scope, operation, key) in
+ * the `info`: the same bytes as `crypto.hkdfSync('sha256', master, salt,
+ * info, 32)`, with the extract step, which depends on the master key alone,
+ * done once per key instead of per record (it was most of the cost). The additional authenticated data binds the envelope version, the
  * key id, that identity and the response status, so a sealed body copied to
  * another key, or a status changed in place, fails authentication. Every
  * seal draws a fresh random 96-bit IV.
@@ -77,7 +85,7 @@ export class OutcomeEncryption {
   seal(context: SealContext, plaintext: Uint8Array): string {
     const master = this.keys[0];
     const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', recordKey(master.key, context.id), iv, { authTagLength: TAG_BYTES });
+    const cipher = createCipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(additionalData(master.id, context));
     const sealed = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
     return `${ENVELOPE_VERSION}.${master.id}.${iv.toString('base64url')}.${sealed.toString('base64url')}`;
@@ -97,7 +105,7 @@ export class OutcomeEncryption {
     const iv = Buffer.from(ivText, 'base64url');
     const sealed = Buffer.from(sealedText, 'base64url');
     if (iv.length !== IV_BYTES || sealed.length < TAG_BYTES) throw new UnsealError('malformed', 'the IV or the tag has the wrong length');
-    const decipher = createDecipheriv('aes-256-gcm', recordKey(master.key, context.id), iv, { authTagLength: TAG_BYTES });
+    const decipher = createDecipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
     decipher.setAAD(additionalData(keyId, context));
     decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
     const body = decipher.update(sealed.subarray(0, sealed.length - TAG_BYTES));
@@ -125,7 +133,7 @@ export function masterKeys(keys: readonly EncryptionKey[] | undefined): MasterKe
     }
     if (seen.has(id)) throw new IdempotencyConfigurationError(`${where}: the id "${id}" is listed twice; every key needs an id of its own.`);
     seen.add(id);
-    return { id, key: createSecretKey(keyBytes(key, `${where} ("${id}")`)) };
+    return { id, prk: extract(keyBytes(key, `${where} ("${id}")`)) };
   });
 }
 
@@ -142,14 +150,23 @@ function keyBytes(key: Uint8Array | string, where: string): Buffer {
   }
   if (!(key instanceof Uint8Array)) throw new IdempotencyConfigurationError(`${where}: the key must be a Buffer or a base64 string.`);
   if (key.length !== KEY_BYTES) throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes, got ${key.length}.`);
-  return Buffer.from(key); // a copy: the caller may reuse or wipe its buffer
+  return Buffer.from(key);
 }
 
-/** The record's own AES key: HKDF-SHA-256 of the master key, bound to the record's identity. */
-function recordKey(master: KeyObject, id: RecordId): Buffer {
-  // Node caps HKDF's info at 1024 bytes, and scopes and operations have no length limit: the identity goes in as its hash.
-  const info = Buffer.concat([HKDF_INFO_LABEL, createHash('sha256').update(framed([id.scope, id.operation, id.key])).digest()]);
-  return Buffer.from(hkdfSync('sha256', master, HKDF_SALT, info, KEY_BYTES));
+/** HKDF-Extract: PRK = HMAC-SHA-256(salt, master key). Nothing keeps the master key's own bytes. */
+function extract(master: Buffer): KeyObject {
+  return createSecretKey(createHmac('sha256', HKDF_SALT).update(master).digest());
+}
+
+/**
+ * The record's own AES key, HKDF-Expand to one block: HMAC-SHA-256(PRK, info || 0x01),
+ * the info being `record:` and the SHA-256 of the record's identity. (The identity goes in as
+ * its hash so that the info stays within what `crypto.hkdfSync` accepts, 1024 bytes, however
+ * long a scope or operation is: the derivation stays checkable against it.)
+ */
+function recordKey(prk: KeyObject, id: RecordId): Buffer {
+  const identity = createHash('sha256').update(framed([id.scope, id.operation, id.key])).digest();
+  return createHmac('sha256', prk).update(HKDF_INFO_LABEL).update(identity).update(FIRST_BLOCK).digest();
 }
 
 function additionalData(keyId: string, { id, status }: SealContext): Buffer {
