@@ -19,6 +19,7 @@ import { type ClaimRow, hasOutcome, IdempotencyStatements, type LiveRecordRow, t
 import { asUnavailable, isLockTimeout } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
+import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { OutcomeCodec } from './outcome-codec.js';
@@ -32,6 +33,9 @@ import { TransactionHost } from './transaction-host.js';
 
 const SAVEPOINT_NAME = 'idempotency_claim';
 const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
+
+/** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
+const entered = new WeakSet<object>();
 
 /** What the flow settled on for one request. */
 export interface Settled {
@@ -61,18 +65,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly served: IdempotencyDataSource,
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
+    private readonly mutations: GraphqlMutationFlow,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType<string>() === 'graphql') return this.mutations.intercept(context, next, (key, route, call) => this.attempt(key, route, call, undefined, next));
     const route = context.getType() === 'http' ? this.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const request = context.switchToHttp().getRequest();
+    // A class-level and a handler's own @Idempotent() each bind the interceptor: the outer one runs the flow.
+    if (entered.has(request)) return next.handle();
+    entered.add(request);
     const response = context.switchToHttp().getResponse();
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
+    return this.attempt(key, route, request, response, next).pipe(mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)));
+  }
 
+  /** Settles one request, and emits its attempt event once it has. */
+  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: unknown, response: unknown, next: CallHandler): Observable<Settled> {
     const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false, timeline: { start: performance.now() } };
     return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
@@ -85,7 +98,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
             ...(error instanceof IdempotencyRecordUndecryptableException && { undecryptable: error.reason }),
           }),
       }),
-      mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)),
     );
   }
 
@@ -135,7 +147,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.recordsErrors ? [SAVEPOINT] : []))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;
@@ -189,16 +201,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /**
    * Runs the handler with the claim's transaction as the current one. A
-   * failure listed in `storeErrors` undoes the handler's writes only (back to
-   * the savepoint after the claim) and becomes the recorded outcome.
+   * failure that `storeErrors` lists or `storeIf` selects undoes the
+   * handler's writes only (back to the savepoint after the claim) and
+   * becomes the recorded outcome.
    */
   private async runHandler(transaction: ClaimTransaction, manager: EntityManager, route: IdempotentRoute, next: CallHandler, response: unknown): Promise<RecordedOutcome> {
     try {
       // next.handle() binds the async context, so it is called inside run().
       const result = await this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
-      return captureSuccess(result, route, this.adapterHost.httpAdapter, response);
+      return route.capture ? route.capture(result) : captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
-      if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) throw error;
+      if (!route.storesError(error)) throw error;
       await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
       return captureError(error);
     }

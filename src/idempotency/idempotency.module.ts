@@ -2,6 +2,9 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
+import { IdempotentMutations } from './graphql/idempotent-mutations.js';
+import { IdempotentMutationsValidator } from './graphql/idempotent-mutations.validator.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
@@ -47,6 +50,9 @@ import { TransactionHost } from './transaction-host.js';
     { provide: OutcomeCodec, useFactory: (options: ResolvedModuleOptions) => new OutcomeCodec(options.encryption), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
+    IdempotentMutations,
+    IdempotentMutationsValidator,
+    GraphqlMutationFlow,
     IdempotencySchemaCheck,
     IdempotencyInterceptor,
     IdempotencyFilter,
@@ -77,6 +83,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyInterceptor,
     IdempotencyFilter,
     PhasedFlow,
+    GraphqlMutationFlow,
     RESOLVED_IDEMPOTENCY_OPTIONS,
   ],
 })

@@ -1,13 +1,16 @@
-export { Idempotent } from './idempotent.decorator.js';
+export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export type { EncryptionOptions, IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options.js';
+export type { EncryptionOptions, IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
 export type { EncryptionKey } from './outcome-encryption.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
+export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from './graphql/graphql-errors.js';
+export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
+export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
 export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
 export {
   IdempotencyEvents,
