@@ -1,7 +1,9 @@
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { Body, Controller, HttpException, Logger, Module, Post, Res } from '@nestjs/common';
+import { Args, Field, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
 import { randomBytes } from 'node:crypto';
 import request from 'supertest';
-import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { Ledger, LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -313,5 +315,84 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(await entriesLabelled(label)).toBe(2);
       expect((await rowOf(key)).response_body).toMatch(/^v1\.k2024\./);
     });
+  });
+});
+
+@ObjectType()
+class Voucher {
+  @Field()
+  label: string;
+
+  @Field()
+  code: string;
+}
+
+@Resolver(() => Voucher)
+class VouchersResolver {
+  runs = 0;
+
+  @Mutation(() => Voucher)
+  @Idempotent()
+  issueVoucher(@Args('label') label: string, @Args('idempotencyKey', { type: () => String, nullable: true }) _key?: string): Voucher {
+    this.runs++;
+    return Object.assign(new Voucher(), { label, code: `code-${label}` });
+  }
+
+  @Query(() => Int)
+  issued() {
+    return this.runs;
+  }
+}
+
+@Module({ providers: [VouchersResolver] })
+class VouchersModule {}
+
+/** The GraphQL flow records through the same codec (Apollo, in process; Mercurius cannot load under Jest's ESM runtime). */
+describe('encryption at rest of a GraphQL mutation (Apollo)', () => {
+  let db: TestDatabase;
+  let running: RunningApp;
+  const issue = async (label: string, key: string) => {
+    const response = await fetch(`${running.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-tenant': 'acme' },
+      body: JSON.stringify({ query: `mutation ($label: String!, $key: String) { issueVoucher(label: $label, idempotencyKey: $key) { label code } }`, variables: { label, key } }),
+    });
+    return (await response.json()) as { data: { issueVoucher: Voucher } | null; errors?: Array<{ extensions: Record<string, unknown> }>; extensions?: any };
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    running = await startApp({
+      imports: [
+        ...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, encryption: { keys: [OLD] } }),
+        GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, plugins: [idempotencyApolloPlugin()], includeStacktraceInErrorResponses: false }),
+        VouchersModule,
+      ],
+    });
+  });
+  afterAll(async () => {
+    await running?.close();
+    await db?.drop();
+  });
+
+  it('seals the field value, replays it, and answers a record that does not decrypt with its problem', async () => {
+    const key = `voucher-${Date.now()}`;
+    const first = await issue('gift', key);
+    expect(first.data).toEqual({ issueVoucher: { label: 'gift', code: 'code-gift' } });
+    const [row] = await db.query<StoredRow>(`SELECT status, response_status, response_headers, response_body FROM idempotency_records WHERE key = $1`, [key]);
+    expect(row.response_headers).toBeNull();
+    expect(row.response_body).toMatch(ENVELOPE);
+    expect(row.response_body).not.toContain('code-gift');
+
+    const replay = await issue('gift', key);
+    expect(replay.data).toEqual(first.data);
+    expect(replay.extensions.idempotency.replayed).toBe(true);
+
+    await db.query(`UPDATE idempotency_records SET response_status = 299 WHERE key = $1`, [key]);
+    const unreadable = await issue('gift', key);
+    expect(unreadable.data).toBeNull();
+    expect(unreadable.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ type: UNDECRYPTABLE, status: 500, code: 'IDEMPOTENCY_RECORD_UNDECRYPTABLE' }) })]);
+    expect(running.app.get(VouchersResolver).runs).toBe(1);
   });
 });
