@@ -14,6 +14,11 @@ export interface ReapResult {
   skipped: boolean;
 }
 
+/** Work run after the records in every scheduled pass, within the same time budget: the outbox's cleanup is one. */
+export interface RetentionSweep {
+  sweep(now: Date, timeBudgetMs: number): Promise<unknown>;
+}
+
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
@@ -46,6 +51,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private timer?: NodeJS.Timeout;
   private pass?: Promise<void>;
   private stopping = false;
+  private readonly sweeps = new Set<RetentionSweep>();
 
   constructor(
     private readonly served: IdempotencyDataSource,
@@ -68,8 +74,15 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     await this.pass;
   }
 
+  /** Adds work to every scheduled pass, after the records; returns the function that removes it. */
+  addSweep(sweep: RetentionSweep): () => void {
+    this.sweeps.add(sweep);
+    return () => this.sweeps.delete(sweep);
+  }
+
   /**
-   * One scheduled pass: delete expired records, then finish abandoned claims.
+   * One scheduled pass: delete expired records, finish abandoned claims, then
+   * run the sweeps (settled outbox events).
    * The deletion goes first and each step fails on its own, so that a claim
    * the completer cannot handle never keeps expired records in the table, and
    * a slow completer does not hold up this pass's deletion. A tick during a
@@ -81,6 +94,10 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
         await this.reap().catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
         if (this.stopping) return;
         await this.completer.completeAbandoned().catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        for (const sweep of this.sweeps) {
+          if (this.stopping) return;
+          await sweep.sweep(new Date(), this.options.reaper.timeBudgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
+        }
       } finally {
         this.pass = undefined;
       }
