@@ -61,10 +61,12 @@ const FIRST_BLOCK = Buffer.from([1]);
  * from the master key, with the record's identity (scope, operation, key) in
  * the `info`: the same bytes as `crypto.hkdfSync('sha256', master, salt,
  * info, 32)`, with the extract step, which depends on the master key alone,
- * done once per key instead of per record (it was most of the cost). The additional authenticated data binds the envelope version, the
- * key id, that identity and the response status, so a sealed body copied to
- * another key, or a status changed in place, fails authentication. Every
- * seal draws a fresh random 96-bit IV.
+ * done once per key instead of per record (it was most of the cost).
+ *
+ * The additional authenticated data binds the envelope version, the key id,
+ * that identity and the response status, so a sealed body copied to another
+ * key, or a status changed in place, fails authentication. Every seal draws
+ * a fresh random 96-bit IV.
  *
  * Envelope: `v1.<key id>.<iv>.<ciphertext || 16-byte tag>`, base64url without
  * padding. Sealing uses the first key; opening takes the key the envelope names.
