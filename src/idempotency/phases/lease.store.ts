@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
+import { OutcomeCodec } from '../outcome-codec.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
 
@@ -54,6 +55,7 @@ export class LeaseStore {
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly transactions: TransactionHost,
+    private readonly outcomes: OutcomeCodec,
   ) {}
 
   /**
@@ -123,7 +125,7 @@ export class LeaseStore {
       [id.scope, id.operation, id.key],
     );
     if (!rows.length) return undefined;
-    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results, databaseNow: rows[0].database_now };
+    return { ...toStoredRecord(rows[0], id, this.outcomes), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results, databaseNow: rows[0].database_now };
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */
@@ -152,15 +154,16 @@ export class LeaseStore {
     return this.fenced(this.pool, `lease_expires_at = now()`, id, owner, []);
   }
 
-  /** Records the outcome; `failed` with a reason for an operation that cannot be completed. */
+  /** Records the outcome (sealed, under `encryption`); `failed` with a reason for an operation that cannot be completed. */
   async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
+    const encoded = this.outcomes.encode(id, outcome);
     return this.fenced(
       this.pool,
       `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
        completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
       id,
       owner,
-      [failureReason ? 'failed' : 'completed', outcome.status, JSON.stringify(outcome.headers), outcome.body, failureReason ?? null, retentionMs],
+      [failureReason ? 'failed' : 'completed', encoded.status, encoded.headers, encoded.body, failureReason ?? null, retentionMs],
     );
   }
 
