@@ -49,8 +49,11 @@ export async function createScratchDatabase(serverUrl: string, options: ScratchD
   return database;
 }
 
-/** Runs `work` on a connection of its own, closed afterwards. */
-export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on a connection of its own, closed afterwards. Not exported, so
+ * that the kit's declarations do not import `pg`, whose types apps rarely install.
+ */
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
