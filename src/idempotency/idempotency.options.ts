@@ -1,5 +1,5 @@
 import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
-import type { IdempotencyEvent } from './events/idempotency-events.js';
+import type { IdempotencyEvent } from './events/idempotency-event.types.js';
 import type { ResolvedEncryptionOptions } from './outcome-codec.js';
 import { type EncryptionKey, masterKeys } from './outcome-encryption.js';
 import type { FingerprintFields } from './request-fingerprint.js';
