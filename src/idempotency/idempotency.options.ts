@@ -69,6 +69,13 @@ export interface IdempotencyModuleOptions {
    */
   preparedStatements?: boolean;
   /**
+   * Whether `@Idempotent()` routes document their key header, the replay
+   * header and their problem responses in OpenAPI, when `@nestjs/swagger` is
+   * installed (without it they are left undocumented either way). `false`
+   * leaves the documentation to you. Default true.
+   */
+  openapi?: boolean;
+  /**
    * Encryption at rest of recorded outcomes: headers and body sealed
    * together with AES-256-GCM, under a key derived per record. Default: off,
    * outcomes are stored as sent.
@@ -211,6 +218,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    openapi: options.openapi ?? true,
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
