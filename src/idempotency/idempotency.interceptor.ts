@@ -224,7 +224,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 }
 
 /** The record's outcome, if it was recorded for this same request. */
-export function replayable(record: { fingerprint: string; outcome: RecordedOutcome | null }, fingerprint: string): RecordedOutcome {
+function replayable(record: { fingerprint: string; outcome: RecordedOutcome | null }, fingerprint: string): RecordedOutcome {
   if (record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
   return record.outcome!;
 }
