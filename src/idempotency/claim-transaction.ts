@@ -7,7 +7,7 @@ export interface PreparedStatement {
   values: unknown[];
 }
 
-export interface StatementResult<Row> {
+interface StatementResult<Row> {
   rows: Row[];
 }
 
@@ -20,7 +20,7 @@ interface PgConnection {
 }
 
 /** How the module's statements go to the server. */
-export interface ClaimTransactionOptions {
+interface ClaimTransactionOptions {
   /**
    * Named prepared statements, parsed once per connection. Off, each is sent
    * as an unnamed statement, as under a connection pooler that cannot keep

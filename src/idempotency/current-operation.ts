@@ -6,7 +6,7 @@ import type { RecordId } from './idempotency.store.js';
  * phase of a phased operation, and how many outbox events the transaction
  * has added so far. Outbox events take their ids from it.
  */
-export interface OperationScope {
+interface OperationScope {
   readonly id: RecordId;
   /** Set inside a local phase: each phase is a transaction of its own. */
   readonly phase: string;

@@ -24,7 +24,7 @@ import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { OutcomeCodec } from './outcome-codec.js';
-import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
+import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse, type Settled } from './recorded-outcome.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
@@ -38,15 +38,9 @@ const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
 
-/** What the flow settled on for one request. */
-export interface Settled {
-  outcome: RecordedOutcome;
-  replayed: boolean;
-  /** When the record expires, where known: the outcome may then be cached until that instant. */
-  expiresAt?: Date;
-  /** The database's `now()` when `expiresAt` was read: the cache measures the time left on the database's clock. */
-  databaseNow?: Date;
-}
+// Where `Settled` lived before recorded-outcome.ts: phases/phased-flow.ts still
+// imports it from here; once it imports recorded-outcome.js, drop this line.
+export type { Settled } from './recorded-outcome.js';
 
 /**
  * The request flow of an `@Idempotent()` route: parse the key, replay a
@@ -230,7 +224,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 }
 
 /** The record's outcome, if it was recorded for this same request. */
-export function replayable(record: { fingerprint: string; outcome: RecordedOutcome | null }, fingerprint: string): RecordedOutcome {
+function replayable(record: { fingerprint: string; outcome: RecordedOutcome | null }, fingerprint: string): RecordedOutcome {
   if (record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
   return record.outcome!;
 }

@@ -17,7 +17,7 @@ import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
 import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
 import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
-import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
+import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
 import { PhasedFlow } from './phases/phased-flow.js';
@@ -68,12 +68,11 @@ import { TransactionHost } from './transaction-host.js';
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,
-    { provide: SWAGGER_LOADER, useValue: loadSwagger },
     {
       // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
       provide: documentIdempotentRoutes,
       useFactory: documentIdempotentRoutes,
-      inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, SWAGGER_LOADER],
+      inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, RESOLVED_IDEMPOTENCY_OPTIONS],
     },
   ],
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.

@@ -1,5 +1,5 @@
 import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
-import type { IdempotencyEvent } from './events/idempotency-events.js';
+import type { IdempotencyEvent } from './events/idempotency-event.types.js';
 import type { ResolvedEncryptionOptions } from './outcome-codec.js';
 import { type EncryptionKey, masterKeys } from './outcome-encryption.js';
 import type { FingerprintFields } from './request-fingerprint.js';
@@ -68,6 +68,13 @@ export interface IdempotencyModuleOptions {
    * `max_prepared_statements`. Default true.
    */
   preparedStatements?: boolean;
+  /**
+   * Whether `@Idempotent()` routes document their key header, the replay
+   * header and their problem responses in OpenAPI, when `@nestjs/swagger` is
+   * installed (without it they are left undocumented either way). `false`
+   * leaves the documentation to you. Default true.
+   */
+  openapi?: boolean;
   /**
    * Encryption at rest of recorded outcomes: headers and body sealed
    * together with AES-256-GCM, under a key derived per record. Default: off,
@@ -169,6 +176,7 @@ export interface IdempotentOptions {
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
+/** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
@@ -210,6 +218,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    openapi: options.openapi ?? true,
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {

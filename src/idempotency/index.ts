@@ -1,7 +1,14 @@
 export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export type { EncryptionOptions, IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
+export { InjectIdempotencyOptions } from './idempotency.tokens.js';
+export type {
+  EncryptionOptions,
+  IdempotencyModuleOptions,
+  IdempotentOptions,
+  ResolvedModuleOptions as ResolvedIdempotencyOptions,
+  StoreErrorIf,
+} from './idempotency.options.js';
 export type { EncryptionKey } from './outcome-encryption.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionClosedError, TransactionHost } from './transaction-host.js';

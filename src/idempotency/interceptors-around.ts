@@ -4,7 +4,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { INTERCEPTORS_METADATA } from './nest-internals.js';
 
 /** An interceptor as Nest binds it: a class it instantiates, or an instance. */
-export type BoundInterceptor = Type<NestInterceptor> | NestInterceptor;
+type BoundInterceptor = Type<NestInterceptor> | NestInterceptor;
 
 /** An interceptor that runs around the module's on a route, outside the outcome it records. */
 export interface InterceptorAround {

@@ -39,7 +39,7 @@ export class UnsealError extends Error {
   }
 }
 
-export const ENVELOPE_VERSION = 'v1';
+const ENVELOPE_VERSION = 'v1';
 const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;

@@ -33,3 +33,13 @@ export function applyOutcomeHeaders(
   for (const [name, value] of Object.entries(outcome.headers)) adapter.setHeader(response, name, value);
   if (replayed) adapter.setHeader(response, REPLAYED_HEADER, 'true');
 }
+
+/** What the flow settled on for one request. */
+export interface Settled {
+  outcome: RecordedOutcome;
+  replayed: boolean;
+  /** When the record expires, where known: the outcome may then be cached until that instant. */
+  expiresAt?: Date;
+  /** The database's `now()` when `expiresAt` was read: the cache measures the time left on the database's clock. */
+  databaseNow?: Date;
+}

@@ -12,14 +12,14 @@ interface CachedOutcome {
 }
 
 /** The cache's bounds; 0 in either turns it off. */
-export interface ReplayCacheLimits {
+interface ReplayCacheLimits {
   maxEntries: number;
   /** Counted in UTF-8 bytes: the body, the header names and values, the key and the fingerprint. */
   maxBytes: number;
 }
 
 /** The process's wall clock and monotonic clock, in ms. */
-export interface ProcessClocks {
+interface ProcessClocks {
   wall(): number;
   monotonic(): number;
 }
@@ -31,7 +31,7 @@ export interface ClockReading {
 }
 
 /** When a record expires, as the database said: its `expires_at`, and the database's `now()` when it was read. */
-export interface RecordLifetime {
+interface RecordLifetime {
   expiresAt: Date;
   databaseNow: Date;
 }

@@ -2,7 +2,7 @@ import canonicalize from 'canonicalize';
 import { createHash } from 'node:crypto';
 
 /** The parts of a request that can define an operation. */
-export interface FingerprintSource {
+interface FingerprintSource {
   params: unknown;
   query: unknown;
   body: unknown;

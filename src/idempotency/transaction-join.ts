@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 
 /** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
-export type JoinableTransaction = () => QueryRunner | undefined;
+type JoinableTransaction = () => QueryRunner | undefined;
 
 interface Join {
   /** One per TransactionHost serving the DataSource (one per app, as a rule). */

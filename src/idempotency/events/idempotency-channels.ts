@@ -1,5 +1,5 @@
 import diagnosticsChannel, { type Channel } from 'node:diagnostics_channel';
-import type { IdempotencyEvent } from './idempotency-events.js';
+import type { IdempotencyEvent } from './idempotency-event.types.js';
 
 /**
  * The `node:diagnostics_channel` channels the module publishes its events on,

@@ -25,7 +25,7 @@ export function mutationOperationOf(handler: Function): string | undefined {
 export const KEY_ARGUMENT = 'idempotencyKey';
 
 /** The parts of graphql-js's `GraphQLResolveInfo` the module reads. */
-export interface ResolveInfo {
+interface ResolveInfo {
   /** Where the field's value goes in `data`: its alias, else its name. */
   path: { key: string | number };
   operation: { selectionSet: { selections: readonly unknown[] } };

@@ -12,7 +12,7 @@ import { noteFieldAnswer } from './graphql-replays.js';
 import { IdempotentMutations } from './idempotent-mutations.js';
 
 /** The interceptor's flow for one call: settles it (claim, run, record, or replay) and emits its attempt event. */
-export type SettleCall = (key: ParsedIdempotencyKey, route: IdempotentRoute, call: GraphqlCall) => Observable<{ outcome: RecordedOutcome; replayed: boolean }>;
+type SettleCall = (key: ParsedIdempotencyKey, route: IdempotentRoute, call: GraphqlCall) => Observable<{ outcome: RecordedOutcome; replayed: boolean }>;
 
 /** Fields the flow has taken, so that a second interceptor bound to the same resolver passes them through. */
 const entered = new WeakSet<object>();

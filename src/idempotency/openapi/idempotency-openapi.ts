@@ -3,14 +3,12 @@ import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyProblemType } from '../idempotency.exceptions.js';
 import type { IdempotentRoutes } from '../idempotent-route.js';
 import { MAX_KEY_LENGTH } from '../idempotency-key.js';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { REPLAYED_HEADER } from '../recorded-outcome.js';
 
 /** The part of @nestjs/swagger this uses; loaded only if the app has it installed. */
 type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiHeader' | 'ApiResponse'>;
-export type SwaggerLoader = () => Promise<Swagger>;
-
-export const SWAGGER_LOADER = Symbol('idempotency:swagger-loader');
-export const loadSwagger: SwaggerLoader = () => import('@nestjs/swagger');
+const loadSwagger = (): Promise<Swagger> => import('@nestjs/swagger');
 
 const PROBLEM_SCHEMA = {
   type: 'object',
@@ -61,9 +59,10 @@ export async function documentIdempotentRoutes(
   discovery: DiscoveryService,
   scanner: MetadataScanner,
   routes: IdempotentRoutes,
-  load: SwaggerLoader,
+  options: ResolvedModuleOptions,
 ): Promise<void> {
-  const swagger = await load().catch(() => undefined);
+  if (!options.openapi) return;
+  const swagger = await loadSwagger().catch(() => undefined);
   if (!swagger) return new Logger('Idempotency').debug('@nestjs/swagger is not installed: routes are not documented');
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as Function | null;

@@ -20,7 +20,7 @@ export interface OutboxRow {
 }
 
 /** What an event insert needs besides the operation. */
-export interface OutboxInsert {
+interface OutboxInsert {
   type: string;
   payload: string;
   headers: string;
@@ -29,7 +29,7 @@ export interface OutboxInsert {
 }
 
 /** How failed publishes back off: `baseMs * 2^attempts`, capped at `maxMs`, with full jitter down to half. */
-export interface OutboxBackoff {
+interface OutboxBackoff {
   baseMs: number;
   maxMs: number;
 }
