@@ -13,8 +13,8 @@ import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
 import { PhasedFlow } from './phases/phased-flow.js';
-import { PhasedOperations } from './phases/phased-operation.js';
-import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
+import { OperationRegistry } from './phases/operation-registry.js';
+import { OperationRunner } from './phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
@@ -38,8 +38,8 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyInterceptor,
     IdempotencyFilter,
     LeaseStore,
-    PhasedOperations,
-    PhasedOperationRunner,
+    OperationRegistry,
+    OperationRunner,
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,

@@ -76,8 +76,8 @@ export interface IdempotentOptions {
   storeErrors?: readonly number[];
   /**
    * Run as a phased operation, for handlers with external side effects: the
-   * claim commits first, under a lease, and the handler runs an operation in
-   * phases through `@Phases()`. Default false.
+   * claim commits first, under a lease, and the handler runs a
+   * `@PhasedOperation()` under it through `@PhasedClaim()`. Default false.
    */
   phases?: boolean;
   /** The lease of this route's phased operations, in ms. */

@@ -19,9 +19,9 @@ export {
   type LeaseExpiredEvent,
 } from './events/idempotency-events.js';
 export type { ReaperOptions } from './idempotency.options.js';
-export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
-export { Phased, PhasedExecution } from './phases/phased-execution.js';
-export { OperationPhases, LeaseLostError, downstreamKey } from './phases/operation-phases.js';
+export { PhasedOperation } from './phases/phased-operation.js';
+export { PhasedClaim } from './phases/phased-claim.js';
+export { type Phases, LeaseLostError, downstreamKey } from './phases/phases.js';
 export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,

@@ -19,11 +19,9 @@ import {
   IdempotencyRecord,
   idempotencyMigrations,
   type IdempotencyModuleOptions,
-  type OperationPhases,
-  Phased,
-  PhasedExecution,
+  PhasedClaim,
   PhasedOperation,
-  type PhasedOperationHandler,
+  type Phases,
   TransactionHost,
 } from '../../src/idempotency/index.js';
 
@@ -80,7 +78,7 @@ export class NotifyGate {
 
 /** Debit (local), notify (external), credit (local): counts how often each phase really ran. */
 @PhasedOperation('ledger-transfer')
-export class LedgerTransfer implements PhasedOperationHandler<EntryBody, { debit: number; receipt: string; credit: number }> {
+export class LedgerTransfer implements PhasedOperation<EntryBody, { debit: number; receipt: string; credit: number }> {
   readonly runs = { debit: 0, notify: 0, credit: 0 };
 
   constructor(
@@ -88,7 +86,7 @@ export class LedgerTransfer implements PhasedOperationHandler<EntryBody, { debit
     private readonly gate: NotifyGate,
   ) {}
 
-  async run(input: EntryBody, phases: OperationPhases) {
+  async run(input: EntryBody, phases: Phases) {
     const debit = await phases.local('debit', () => (this.runs.debit++, this.ledger.write(`debit:${input.label}`)));
     const { receipt } = await phases.external('notify', (key) => (this.runs.notify++, this.gate.notify(key)));
     const credit = await phases.local('credit', () => (this.runs.credit++, this.ledger.write(`credit:${input.label}`)));
@@ -160,8 +158,8 @@ export class EntriesController {
 
   @Post('transfers')
   @Idempotent({ phases: true, wait: 300 })
-  phasedTransfer(@Body() body: EntryBody, @Phased() execution: PhasedExecution) {
-    return execution.run(LedgerTransfer, { label: body.label });
+  phasedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(LedgerTransfer, { label: body.label });
   }
 
   @Post('transfers/unstarted')

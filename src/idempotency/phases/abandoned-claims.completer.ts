@@ -8,8 +8,8 @@ import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError } from '../outcome-capture.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
-import { PhasedOperations } from './phased-operation.js';
-import { PhasedOperationRunner } from './phased-operation.runner.js';
+import { OperationRegistry } from './operation-registry.js';
+import { OperationRunner } from './operation.runner.js';
 
 export interface CompleterPass {
   completed: number;
@@ -31,8 +31,8 @@ export class AbandonedClaimsCompleter {
   constructor(
     private readonly dataSource: DataSource,
     private readonly leases: LeaseStore,
-    private readonly runner: PhasedOperationRunner,
-    private readonly operations: PhasedOperations,
+    private readonly runner: OperationRunner,
+    private readonly operations: OperationRegistry,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}

@@ -14,10 +14,11 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { LeaseStore } from './lease.store.js';
-import { LeaseLostError } from './operation-phases.js';
-import { PHASED_EXECUTION, PhasedExecution } from './phased-execution.js';
-import { phasedOperationName, PhasedOperations, type PhasedOperationHandler } from './phased-operation.js';
-import { PhasedOperationRunner } from './phased-operation.runner.js';
+import { OperationRegistry } from './operation-registry.js';
+import { OperationRunner } from './operation.runner.js';
+import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
+import { operationName, type PhasedOperation } from './phased-operation.js';
+import { LeaseLostError } from './phases.js';
 
 const POLL_MS = 50;
 
@@ -31,8 +32,8 @@ const POLL_MS = 50;
 export class PhasedFlow {
   constructor(
     private readonly leases: LeaseStore,
-    private readonly runner: PhasedOperationRunner,
-    private readonly operations: PhasedOperations,
+    private readonly runner: OperationRunner,
+    private readonly operations: OperationRegistry,
     private readonly adapterHost: HttpAdapterHost,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
@@ -58,12 +59,15 @@ export class PhasedFlow {
       return { outcome, replayed: false };
     }
 
-    request[PHASED_EXECUTION] = new PhasedExecution(async <I, O>(operation: Type<PhasedOperationHandler<I, O>>, input: I) => {
-      const handler = this.operations.instanceOf(operation);
-      const resume = { operation: phasedOperationName(operation), input, status: route.successStatus, storeErrors: [...route.storeErrors] };
-      if (!(await this.leases.saveResume(id, owner, resume))) throw new LeaseLostError();
-      return this.runner.run(handler, input, { id, owner, leaseMs, results: claimed.phaseResults });
-    });
+    const phasedClaim: PhasedClaim = {
+      run: async <I, O>(operation: Type<PhasedOperation<I, O>>, input: I) => {
+        const instance = this.operations.instanceOf(operation);
+        const resume = { operation: operationName(operation), input, status: route.successStatus, storeErrors: [...route.storeErrors] };
+        if (!(await this.leases.saveResume(id, owner, resume))) throw new LeaseLostError();
+        return this.runner.run(instance, input, { id, owner, leaseMs, results: claimed.phaseResults });
+      },
+    };
+    request[PHASED_CLAIM] = phasedClaim;
     let outcome: RecordedOutcome;
     const handlerStarted = performance.now();
     try {

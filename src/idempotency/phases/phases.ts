@@ -28,7 +28,7 @@ export interface Ownership {
  * stored result and does not run again; results are JSON, so return plain
  * data. Every write is fenced by the owner token.
  */
-export class OperationPhases {
+export class Phases {
   constructor(
     private readonly ownership: Ownership,
     private readonly leases: LeaseStore,
