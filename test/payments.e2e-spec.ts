@@ -13,13 +13,13 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
   const newKey = () => `pay-${++keySeq}-${Date.now()}`;
   const pay = (orderId: string, key: string, amountCents: number) =>
     Promise.resolve(request(running.url).post(`/orders/${orderId}/payments`).set('Authorization', ACME).set('Idempotency-Key', key).send({ amountCents, currency: 'EUR' }));
-  const paymentsOf = (orderId: string) => db.query<{ status: string; provider_charge_id: string }>(`SELECT status, provider_charge_id FROM payments WHERE order_id = $1`, [orderId]);
+  const paymentsOf = (orderId: string) => db.query<{ status: string; provider_charge_id: string }>(`SELECT status, provider_charge_id FROM payments WHERE order_id = $1 ORDER BY created_at`, [orderId]);
 
   beforeAll(async () => {
     db = await createTestDatabase();
     provider = await startFakePaymentProvider();
     running = await startApp({
-      imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false } })],
+      imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false, replayCacheSize: 0 } })],
     }, { adapter });
   });
   afterAll(async () => {
@@ -67,6 +67,26 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     const charges = await chargesOf(provider.url, 1300);
     expect(charges).toHaveLength(1);
     expect(retry.body.providerChargeId).toBe(charges[0].id);
+  });
+
+  it('runs a key reused after its record expired as a new payment, charged under a new downstream key', async () => {
+    const orderId = await createOrder(running.url, 'pay-expired');
+    const key = newKey();
+    const first = await pay(orderId, key, 1350);
+    expect(first.status).toBe(201);
+    // No replay cache in this suite: the record ages behind nobody's back.
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await pay(orderId, key, 1350);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.id).not.toBe(first.body.id);
+    const charges = await chargesOf(provider.url, 1350);
+    expect(charges).toHaveLength(2);
+    expect(charges[0].idempotencyKey).not.toBe(charges[1].idempotencyKey);
+    expect(await paymentsOf(orderId)).toEqual([
+      { status: 'captured', provider_charge_id: first.body.providerChargeId },
+      { status: 'captured', provider_charge_id: again.body.providerChargeId },
+    ]);
   });
 
   it('records a decline as a 402 that replays', async () => {

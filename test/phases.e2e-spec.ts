@@ -1,13 +1,14 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbandonedClaimsCompleter, downstreamKey } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter, downstreamKey, type RunId } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const PATH = '/entries/transfers';
 const OPERATION = 'POST /entries/transfers';
-const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false } as const;
+// No replay cache: some tests age records in the database, behind the cache's back.
+const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false, replayCacheSize: 0 } as const;
 
 describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   let db: TestDatabase;
@@ -21,6 +22,12 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   const recordOf = async (key: string) =>
     (await db.query<{ status: string; recovery_point: string | null; attempts: number; failure_reason: string | null }>(
       `SELECT status, recovery_point, attempts, failure_reason FROM idempotency_records WHERE key = $1`,
+      [key],
+    ))[0];
+  /** The run of a key as its record holds it, for the documented downstream key formula. */
+  const runOf = async (key: string) =>
+    (await db.query<RunId>(
+      `SELECT scope, operation, key, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "claimedAt" FROM idempotency_records WHERE key = $1`,
       [key],
     ))[0];
   const waitFor = async (condition: () => boolean) => {
@@ -53,7 +60,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.text).toBe(first.text);
     expect(transfer.runs).toEqual({ debit: 1, notify: 1, credit: 1 });
-    expect(gate.delivered).toContain(downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify'));
+    expect(gate.delivered).toContain(downstreamKey(await runOf(key), 'notify'));
     expect(await recordOf(key)).toMatchObject({ status: 'completed', recovery_point: 'credit' });
   });
 
@@ -67,10 +74,23 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(retry.status).toBe(201);
     expect(retry.headers['idempotent-replayed']).toBeUndefined();
     expect(transfer.runs).toEqual({ debit: 1, notify: 2, credit: 1 });
+    expect(gate.delivered.slice(-1)).toEqual([downstreamKey(await runOf(key), 'notify')]);
     expect(await db.query(`SELECT label FROM ledger_entries WHERE label LIKE '%:resume' ORDER BY id`)).toEqual([
       { label: 'debit:resume' },
       { label: 'credit:resume' },
     ]);
+  });
+
+  it('calls the peer with a new downstream key in a new run of a key after its record expired', async () => {
+    const key = newKey();
+    expect((await send(key, 'rerun')).status).toBe(201);
+    const firstRun = await runOf(key);
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await send(key, 'rerun');
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(gate.delivered.slice(-2)).toEqual([downstreamKey(firstRun, 'notify'), downstreamKey(await runOf(key), 'notify')]);
+    expect(new Set(gate.delivered.slice(-2)).size).toBe(2);
   });
 
   it('makes a duplicate wait while the lease is live, then answers 409 with Retry-After', async () => {
@@ -160,7 +180,8 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
       const otherGate = other.app.get(NotifyGate);
       const passes = await Promise.all([running, other].map((instance) => instance.app.get(AbandonedClaimsCompleter).completeAbandoned()));
       expect(passes[0].completed + passes[1].completed).toBe(keys.length);
-      const delivered = [...gate.delivered, ...otherGate.delivered].filter((k) => keys.some((key) => k === downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify')));
+      const expected = await Promise.all(keys.map(async (key) => downstreamKey(await runOf(key), 'notify')));
+      const delivered = [...gate.delivered, ...otherGate.delivered].filter((k) => expected.includes(k));
       expect(delivered).toHaveLength(keys.length);
       expect(new Set(delivered).size).toBe(keys.length);
     } finally {

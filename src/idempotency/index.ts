@@ -21,7 +21,7 @@ export {
 export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation } from './phases/phased-operation.js';
 export { PhasedClaim } from './phases/phased-claim.js';
-export { type Phases, LeaseLostError, downstreamKey } from './phases/phases.js';
+export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
 export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,

@@ -70,7 +70,7 @@ export class AbandonedClaimsCompleter {
     }
     const { status, storeErrors, input } = claim.resume;
     try {
-      const output = await this.runner.run(handler!, input, { id, owner, leaseMs: this.options.lease, results: claim.phaseResults });
+      const output = await this.runner.run(handler!, input, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults });
       const body = output === undefined || output === null ? null : JSON.stringify(output);
       const headers: Record<string, string> = body === null ? {} : { 'content-type': 'application/json; charset=utf-8' };
       await this.leases.finish(id, owner, { status, headers, body }, retention);

@@ -19,10 +19,12 @@ export interface ResumeInfo {
 
 export type LeasedClaim =
   | { claimed: false }
-  | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> };
+  | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string };
 
 export interface AbandonedClaim {
   resume: ResumeInfo | null;
+  /** Which run of the key this is: see `RUN`. */
+  run: string;
   phaseResults: Record<string, unknown>;
   attempts: number;
   recoveryPoint: string | null;
@@ -34,6 +36,12 @@ export interface PhasedRecord extends StoredRecord {
 }
 
 const PK = 'scope = $1 AND operation = $2 AND key = $3';
+/**
+ * The identity of a run of a key: the instant its record was claimed
+ * (`created_at`, to the microsecond, in UTC). A lease takeover keeps it; a
+ * claim of an expired record starts a new run, with a later instant.
+ */
+const RUN = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
 
 /**
@@ -51,7 +59,7 @@ export class LeaseStore {
    * lease lapsed is taken over with its recovery point and phase results.
    */
   async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string): Promise<LeasedClaim> {
-    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown> }> = await this.dataSource.query(
+    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown>; run: string }> = await this.dataSource.query(
       `INSERT INTO idempotency_records AS r
               (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
        VALUES ($1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')})
@@ -68,11 +76,12 @@ export class LeaseStore {
          response_body = NULL, completed_at = NULL, failure_reason = NULL
        WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
           OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
-       RETURNING (xmax <> 0) AS took_over, attempts, phase_results`,
+       RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run`,
       [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs],
     );
     if (!rows.length) return { claimed: false };
-    return { claimed: true, tookOver: rows[0].took_over, attempts: rows[0].attempts, phaseResults: rows[0].phase_results };
+    const [row] = rows;
+    return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
   }
 
   /**
@@ -80,18 +89,18 @@ export class LeaseStore {
    * owner token, so of several reapers exactly one wins.
    */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
-    const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null }> =
+    const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null; run: string }> =
       await this.dataSource.query(
         `WITH taken AS (
            UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
-            RETURNING resume, phase_results, attempts, recovery_point)
+            RETURNING resume, phase_results, attempts, recovery_point, ${RUN} AS run)
          SELECT * FROM taken`,
         [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
       );
     if (!rows.length) return undefined;
     const [row] = rows;
-    return { resume: row.resume, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
+    return { resume: row.resume, run: row.run, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
   }
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */

@@ -64,7 +64,7 @@ export class PhasedFlow {
         const instance = this.operations.instanceOf(operation);
         const resume = { operation: operationName(operation), input, status: route.successStatus, storeErrors: [...route.storeErrors] };
         if (!(await this.leases.saveResume(id, owner, resume))) throw new LeaseLostError();
-        return this.runner.run(instance, input, { id, owner, leaseMs, results: claimed.phaseResults });
+        return this.runner.run(instance, input, { id, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
       },
     };
     request[PHASED_CLAIM] = phasedClaim;
@@ -98,7 +98,7 @@ export class PhasedFlow {
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string }> {
     const deadline = Date.now() + route.wait;
     for (;;) {
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);

@@ -12,9 +12,17 @@ export class LeaseLostError extends Error {
   }
 }
 
+/** One run of a key: a new claim after expiry starts another. */
+export interface RunId extends RecordId {
+  /** When the run's record was claimed: ISO 8601 in UTC, to the microsecond. Kept across owners. */
+  claimedAt: string;
+}
+
 /** One owner's hold on a phased claim. */
 export interface Ownership {
   id: RecordId;
+  /** The run this owner continues: its downstream keys are the run's. */
+  claimedAt: string;
   owner: string;
   leaseMs: number;
   /** Results of phases already finished, by name (from earlier owners too). */
@@ -68,14 +76,16 @@ export class Phases {
 
   /**
    * Calls an external service with a downstream idempotency key derived from
-   * the scope, operation, key and phase: a repeat of the call after a crash
-   * carries the same key, so the service deduplicates it.
+   * the run (scope, operation, key, claim instant) and the phase: a repeat of
+   * the call in the same run, after a crash, a failure or a takeover, carries
+   * the same key, so the service deduplicates it; a new run of the key after
+   * its record expired gets new keys.
    */
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
-    const { id, owner, leaseMs, signal } = this.ownership;
+    const { id, owner, leaseMs, signal, claimedAt } = this.ownership;
     if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
-    const resultJson = toJson(await call(downstreamKey(id, phase), signal));
+    const resultJson = toJson(await call(downstreamKey({ ...id, claimedAt }, phase), signal));
     if (!(await this.leases.savePhase(this.dataSource, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
@@ -88,9 +98,13 @@ export class Phases {
   }
 }
 
-/** SHA-256 hex of (scope, operation, key, phase): stable across owners and restarts. */
-export function downstreamKey(id: RecordId, phase: string): string {
-  return createHash('sha256').update(JSON.stringify([id.scope, id.operation, id.key, phase])).digest('hex');
+/**
+ * The downstream idempotency key of an external phase: SHA-256 hex of the
+ * JSON array [scope, operation, key, claimedAt, phase]. The same for every
+ * owner of one run; different for each run of a key.
+ */
+export function downstreamKey(run: RunId, phase: string): string {
+  return createHash('sha256').update(JSON.stringify([run.scope, run.operation, run.key, run.claimedAt, phase])).digest('hex');
 }
 
 function toJson(value: unknown): string {
