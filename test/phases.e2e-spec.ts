@@ -1,5 +1,8 @@
+import pg from 'pg';
 import request from 'supertest';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DataSource } from 'typeorm';
 import { AbandonedClaimsCompleter, downstreamKey, type RunId } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
@@ -104,6 +107,52 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     gate.release();
     expect((await owner).status).toBe(201);
     expect((await send(key, 'held')).headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('answers 30 duplicates within wait while a phase holds the record locked for 5 s, and leaves the pool free', async () => {
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('SELECT id FROM ledger_locks WHERE id = 1 FOR UPDATE');
+    const released = sleep(5000).then(() => holder.query('ROLLBACK'));
+    try {
+      const key = newKey();
+      const sendLocked = () => Promise.resolve(request(running.url).post('/entries/locked-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'locked' }));
+      const owner = sendLocked();
+      const ownerWaits = async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).length > 0;
+      for (let i = 0; i < 200 && !(await ownerWaits()); i++) await sleep(10);
+      expect(await ownerWaits()).toBe(true);
+
+      const dataSource = running.app.get(DataSource);
+      const poolWaits: number[] = [];
+      let probing = true;
+      const probe = (async () => {
+        while (probing) {
+          const started = performance.now();
+          await dataSource.query('SELECT 1');
+          poolWaits.push(performance.now() - started);
+          await sleep(20);
+        }
+      })();
+      const duplicates = await Promise.all(
+        Array.from({ length: 30 }, async () => {
+          const started = performance.now();
+          const response = await sendLocked();
+          return { status: response.status, ms: performance.now() - started };
+        }),
+      );
+      probing = false;
+      await probe;
+      expect(duplicates.map((duplicate) => duplicate.status)).toEqual(Array(30).fill(409));
+      expect(Math.max(...duplicates.map((duplicate) => duplicate.ms))).toBeLessThan(1000 + 250);
+      expect(poolWaits.length).toBeGreaterThan(10);
+      expect(Math.max(...poolWaits)).toBeLessThan(100);
+      await released;
+      expect((await owner).status).toBe(201);
+    } finally {
+      await released;
+      await holder.end();
+    }
   });
 
   it('fences off a stale owner once a retry has taken its lapsed lease over', async () => {

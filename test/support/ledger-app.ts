@@ -94,6 +94,19 @@ export class LedgerTransfer implements PhasedOperation<EntryBody, { debit: numbe
   }
 }
 
+/** One local phase that locks a row of `ledger_locks` first: a test holding that row stalls the phase, the record locked. */
+@PhasedOperation('locked-transfer')
+export class LockedTransfer implements PhasedOperation<EntryBody, { label: string }> {
+  constructor(private readonly tx: TransactionHost) {}
+
+  async run(input: EntryBody, phases: Phases) {
+    return phases.local('locked', async () => {
+      await this.tx.manager.query(`SELECT id FROM ledger_locks WHERE id = 1 FOR UPDATE`);
+      return { label: input.label };
+    });
+  }
+}
+
 @Controller('entries')
 export class EntriesController {
   constructor(private readonly ledger: Ledger) {}
@@ -162,6 +175,12 @@ export class EntriesController {
     return claim.run(LedgerTransfer, { label: body.label });
   }
 
+  @Post('locked-transfers')
+  @Idempotent({ phases: true, wait: 1000 })
+  lockedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(LockedTransfer, { label: body.label });
+  }
+
   @Post('transfers/unstarted')
   @Idempotent({ phases: true })
   unstarted() {
@@ -174,7 +193,7 @@ export class EntriesController {
   }
 }
 
-@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer] })
+@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, LockedTransfer] })
 export class EntriesModule {}
 
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */
@@ -188,4 +207,7 @@ export function ledgerAppModules(databaseUrl: string, options: IdempotencyModule
   ];
 }
 
-export const LEDGER_SCHEMA = `CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL)`;
+export const LEDGER_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL);
+  CREATE TABLE IF NOT EXISTS ledger_locks (id int PRIMARY KEY);
+  INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING`;

@@ -18,8 +18,15 @@ export interface ResumeInfo {
 }
 
 export type LeasedClaim =
-  | { claimed: false }
+  | { claimed: false; holder: HeldRecord | undefined }
   | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string };
+
+/** The record that holds a key. */
+export interface HeldRecord extends StoredRecord {
+  leaseLive: boolean;
+}
+
+type ClaimRow = RecordRow & { claimed: boolean; took_over: boolean; attempts: number; phase_results: Record<string, unknown>; run: string; lease_live: boolean };
 
 export interface AbandonedClaim {
   resume: ResumeInfo | null;
@@ -28,11 +35,6 @@ export interface AbandonedClaim {
   phaseResults: Record<string, unknown>;
   attempts: number;
   recoveryPoint: string | null;
-}
-
-export interface PhasedRecord extends StoredRecord {
-  leaseLive: boolean;
-  phaseResults: Record<string, unknown>;
 }
 
 const PK = 'scope = $1 AND operation = $2 AND key = $3';
@@ -57,31 +59,54 @@ export class LeaseStore {
    * Claims the key with a lease, in a statement of its own (so it commits at
    * once). An expired finished record starts over; an in-progress one whose
    * lease lapsed is taken over with its recovery point and phase results.
+   *
+   * A key that is held is never waited on: the statement reads the record
+   * first and attempts the claim only when the key is free or claimable, so a
+   * duplicate of a live owner (whose local phase may hold the record's row
+   * lock for as long as the phase runs) gets the holder's record back at
+   * once. The attempt itself waits at most `lockTimeoutMs` on a row lock
+   * (SQLSTATE 55P03 after that).
    */
-  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string): Promise<LeasedClaim> {
-    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown>; run: string }> = await this.dataSource.query(
-      `INSERT INTO idempotency_records AS r
-              (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
-       VALUES ($1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')})
-       ON CONFLICT (scope, operation, key) DO UPDATE SET
-         owner_token = EXCLUDED.owner_token,
-         lease_expires_at = EXCLUDED.lease_expires_at,
-         attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
-         phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
-         recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
-         resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
-         created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
-         expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
-         fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
-         response_body = NULL, completed_at = NULL, failure_reason = NULL
-       WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
-          OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
-       RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run`,
-      [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs],
+  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
+    const rows: ClaimRow[] = await this.dataSource.query(
+      `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
+       held AS (
+         SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
+                (status <> 'in_progress' AND expires_at <= now())
+                  OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = $4) AS claimable
+           FROM idempotency_records WHERE ${PK}),
+       claim AS (
+         INSERT INTO idempotency_records AS r
+                (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
+         SELECT $1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')}
+           FROM wait WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
+         ON CONFLICT (scope, operation, key) DO UPDATE SET
+           owner_token = EXCLUDED.owner_token,
+           lease_expires_at = EXCLUDED.lease_expires_at,
+           attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
+           phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
+           recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
+           resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
+           created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
+           expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
+           fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
+           response_body = NULL, completed_at = NULL, failure_reason = NULL
+         WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
+            OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
+         RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run)
+       SELECT true AS claimed, took_over, attempts, phase_results, run,
+              NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+              NULL AS response_body, NULL::timestamptz AS expires_at, NULL::boolean AS lease_live
+         FROM claim
+       UNION ALL
+       SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live
+         FROM held WHERE NOT EXISTS (SELECT 1 FROM claim)`,
+      [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
     );
-    if (!rows.length) return { claimed: false };
     const [row] = rows;
-    return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
+    if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
+    // No row: the key is held by a claim this statement's snapshot could not see yet.
+    return { claimed: false, holder: row && { ...toStoredRecord(row), leaseLive: row.lease_live } };
   }
 
   /**
@@ -111,15 +136,6 @@ export class LeaseStore {
       [id.scope, id.operation, id.key, owner],
     );
     return rows.length === 1;
-  }
-
-  async read(id: RecordId): Promise<PhasedRecord | undefined> {
-    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown> }> = await this.dataSource.query(
-      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results FROM idempotency_records WHERE ${PK}`,
-      [id.scope, id.operation, id.key],
-    );
-    if (!rows.length) return undefined;
-    return { ...toStoredRecord(rows[0]), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results };
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */

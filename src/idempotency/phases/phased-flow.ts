@@ -13,7 +13,8 @@ import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
-import { LeaseStore } from './lease.store.js';
+import { isLockTimeout } from '../database-errors.js';
+import { type LeasedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
 import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
@@ -21,6 +22,8 @@ import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError } from './phases.js';
 
 const POLL_MS = 50;
+/** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
+const CLAIM_LOCK_TIMEOUT_MS = 50;
 
 /**
  * The request flow of a phased route: the claim commits first, under a
@@ -92,27 +95,34 @@ export class PhasedFlow {
     if (!(await this.leases.discardUnstarted(id, owner))) await this.leases.release(id, owner);
   }
 
+  /**
+   * Claims the key, or polls while a live owner holds it, for up to the
+   * route's `wait`. A poll is one statement from the pool that never waits
+   * on the owner's row lock for long, and no connection is held between
+   * polls: a crowd of duplicates neither outlasts `wait` nor drains the pool.
+   */
   private async claimOrWait(
     id: RecordId,
     fingerprint: string,
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | Extract<LeasedClaim, { claimed: true }>> {
     const deadline = Date.now() + route.wait;
     for (;;) {
-      const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
+      const lockTimeoutMs = Math.min(CLAIM_LOCK_TIMEOUT_MS, deadline - Date.now());
+      const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner, lockTimeoutMs).catch((error: unknown) => {
+        if (!isLockTimeout(error)) throw error;
+        return { claimed: false, holder: undefined } as const; // a row lock held by an owner at work
+      });
       if (claim.claimed) return claim;
-      const record = await this.leases.read(id);
-      if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt };
+      const holder = claim.holder;
+      if (holder && holder.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
+      if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt };
+      if (!holder || holder.leaseLive) attempt.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-      // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.
-      if (record?.leaseLive) {
-        attempt.collided = true; // it met an owner in flight
-        await sleep(Math.min(POLL_MS, remaining));
-      }
+      await sleep(Math.min(POLL_MS, remaining));
     }
   }
 }
