@@ -1,4 +1,6 @@
 import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { IdempotentClient } from '../src/client/index.js';
 import { AppModule } from '../src/demo/app.module.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
@@ -45,11 +47,11 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     expect(listed.body).toEqual([first.body]);
   });
 
-  it('answers 502 when the provider fails, and the retry resumes without a second pending payment', async () => {
+  it('answers 503 (retry the same key) when the provider fails, and the retry resumes without a second pending payment', async () => {
     const orderId = await createOrder(running.url, 'pay-fail');
     const key = newKey();
     await setFault(provider.url, 1200, 'fail');
-    expect((await pay(orderId, key, 1200)).status).toBe(502);
+    expect((await pay(orderId, key, 1200)).status).toBe(503);
     expect(await paymentsOf(orderId)).toEqual([{ status: 'pending', provider_charge_id: null }]);
     const retry = await pay(orderId, key, 1200);
     expect(retry.status).toBe(201);
@@ -61,7 +63,7 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     const orderId = await createOrder(running.url, 'pay-lost-answer');
     const key = newKey();
     await setFault(provider.url, 1300, 'charge-then-hang');
-    expect((await pay(orderId, key, 1300)).status).toBe(502);
+    expect((await pay(orderId, key, 1300)).status).toBe(503);
     const retry = await pay(orderId, key, 1300);
     expect(retry.status).toBe(201);
     const charges = await chargesOf(provider.url, 1300);
@@ -87,6 +89,18 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
       { status: 'captured', provider_charge_id: first.body.providerChargeId },
       { status: 'captured', provider_charge_id: again.body.providerChargeId },
     ]);
+  });
+
+  it('tells the client to retry the same key while the provider’s outcome is unclear, so a retrying client gets the one charge', async () => {
+    const orderId = await createOrder(running.url, 'pay-unclear');
+    await setFault(provider.url, 1450, 'charge-then-hang');
+    const client = new IdempotentClient({ baseUrls: running.url, headers: { authorization: ACME }, baseDelayMs: 10, sleep: () => sleep(10) });
+    const result = await client.send({ path: `/orders/${orderId}/payments`, body: { amountCents: 1450, currency: 'EUR' } });
+    expect(result.outcomes[0]).toMatchObject({ status: 503 });
+    expect(result).toMatchObject({ stoppedBy: 'answered', response: { status: 201 } });
+    const charges = await chargesOf(provider.url, 1450);
+    expect(charges).toHaveLength(1);
+    expect((result.response!.json as { providerChargeId: string }).providerChargeId).toBe(charges[0].id);
   });
 
   it('records a decline as a 402 that replays', async () => {

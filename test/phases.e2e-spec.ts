@@ -70,7 +70,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   it('resumes at the first unfinished phase after a failure', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'resume')).status).toBe(502);
+    expect((await send(key, 'resume')).status).toBe(503);
     expect(await recordOf(key)).toMatchObject({ status: 'in_progress', recovery_point: 'debit' });
     gate.mode = 'pass';
     const retry = await send(key, 'resume');
@@ -176,7 +176,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   it('lets the completer finish an abandoned claim without the client', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'abandoned')).status).toBe(502);
+    expect((await send(key, 'abandoned')).status).toBe(503);
     gate.mode = 'pass';
     expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ completed: 1 });
     const retry = await send(key, 'abandoned');
@@ -189,7 +189,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   it('marks a claim failed once it runs out of attempts, and replays that failure', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'doomed')).status).toBe(502);
+    expect((await send(key, 'doomed')).status).toBe(503);
     const completer = running.app.get(AbandonedClaimsCompleter);
     for (let pass = 0; pass < MODULE_OPTIONS.maxAttempts; pass++) await completer.completeAbandoned();
     expect(await recordOf(key)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('gave up after 3 attempts') });
@@ -222,7 +222,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   it('never lets two instances complete the same claim', async () => {
     gate.mode = 'fail';
     const keys = Array.from({ length: 8 }, newKey);
-    for (const key of keys) expect((await send(key, 'contended')).status).toBe(502);
+    for (const key of keys) expect((await send(key, 'contended')).status).toBe(503);
     const other = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) }, { adapter });
     try {
       gate.mode = 'pass';

@@ -29,6 +29,7 @@ export {
   IdempotencyKeyMalformedException,
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
+  IdempotencyOperationUnfinishedException,
   IdempotencyProblem,
   IdempotencyProblemType,
   IdempotencyRequestInProgressException,

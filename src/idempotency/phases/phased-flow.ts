@@ -7,7 +7,12 @@ import { lastValueFrom } from 'rxjs';
 import type { AttemptEvent } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
-import { IdempotencyKeyReusedException, IdempotencyRequestInProgressException, operationFailedOutcome } from '../idempotency.exceptions.js';
+import {
+  IdempotencyKeyReusedException,
+  IdempotencyOperationUnfinishedException,
+  IdempotencyRequestInProgressException,
+  operationFailedOutcome,
+} from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
@@ -81,9 +86,12 @@ export class PhasedFlow {
       if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
         // Before the operation started (a validation error, say) nothing can have
         // happened, so the key is freed as in a rollback. After, finished phases
-        // stay and the lease lapses now, so that a retry resumes at once.
-        await this.abandon(id, owner).catch(() => undefined);
-        throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
+        // stay and the lease lapses now, so that a retry resumes at once; the
+        // answer says so, since the effects may exist and the work may still end.
+        const started = await this.abandon(id, owner).catch(() => true);
+        if (error instanceof LeaseLostError) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+        if (started) throw new IdempotencyOperationUnfinishedException(route.retryAfterSeconds, error instanceof HttpException ? error.message : undefined);
+        throw error;
       }
       outcome = captureError(error);
     }
@@ -91,8 +99,11 @@ export class PhasedFlow {
     return { outcome, replayed: false };
   }
 
-  private async abandon(id: RecordId, owner: string): Promise<void> {
-    if (!(await this.leases.discardUnstarted(id, owner))) await this.leases.release(id, owner);
+  /** Frees the key of an operation that never started, or lets the lease of a started one lapse; true when it had started. */
+  private async abandon(id: RecordId, owner: string): Promise<boolean> {
+    if (await this.leases.discardUnstarted(id, owner)) return false;
+    await this.leases.release(id, owner);
+    return true;
   }
 
   /**
