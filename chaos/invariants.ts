@@ -32,7 +32,7 @@ export function checkInvariants(evidence: RunEvidence): InvariantResult[] {
   return [
     ...checkEffects(evidence.operations, evidence.log, evidence.snapshot),
     ...checkResponses(evidence.operations, evidence.log, evidence.inFault),
-    checkFinalAnswers(evidence.operations, evidence.snapshot),
+    checkFinalAnswers(evidence.operations, evidence.log, evidence.snapshot),
     claims.done,
     crashes.done,
   ];
