@@ -26,7 +26,13 @@ import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError } from './phases.js';
 
-const POLL_MS = 50;
+/**
+ * Between polls of a waiting duplicate: the first after 50 ms, growing to
+ * 200 ms, each jittered, so that a crowd of duplicates neither polls in step
+ * nor keeps the database busy while an owner works.
+ */
+const FIRST_POLL_MS = 50;
+const MAX_POLL_MS = 200;
 /** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
 const CLAIM_LOCK_TIMEOUT_MS = 50;
 
@@ -120,7 +126,7 @@ export class PhasedFlow {
     attempt: AttemptEvent,
   ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | Extract<LeasedClaim, { claimed: true }>> {
     const deadline = Date.now() + route.wait;
-    for (;;) {
+    for (let poll = 0; ; poll++) {
       const lockTimeoutMs = Math.min(CLAIM_LOCK_TIMEOUT_MS, deadline - Date.now());
       const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner, lockTimeoutMs).catch((error: unknown) => {
         if (!isLockTimeout(error)) throw error;
@@ -133,7 +139,8 @@ export class PhasedFlow {
       if (!holder || holder.leaseLive) attempt.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-      await sleep(Math.min(POLL_MS, remaining));
+      const pause = Math.min(MAX_POLL_MS, FIRST_POLL_MS * 1.5 ** poll) * (0.5 + Math.random());
+      await sleep(Math.min(pause, remaining));
     }
   }
 }
