@@ -3,7 +3,9 @@ import request from 'supertest';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
-import { AbandonedClaimsCompleter, downstreamKey, type RunId } from '../src/idempotency/index.js';
+import { Controller, Post, Res } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { AbandonedClaimsCompleter, downstreamKey, Idempotent, PhasedClaim, type RunId } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -186,6 +188,39 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(transfer.runs.debit).toBe(1);
   });
 
+  it('replays the same status, headers and body whether the request or the completer finished the operation', async () => {
+    const key = newKey();
+    const sendShaped = () => Promise.resolve(request(running.url).post('/entries/shaped-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'shaped' }));
+    const answer = (response: request.Response) => ({
+      status: response.status,
+      contentType: response.headers['content-type'],
+      location: response.headers.location,
+      etag: response.headers.etag,
+      body: response.text,
+    });
+    const live = await sendShaped();
+    expect(live.status).toBe(201);
+    const finishedLive = answer(await sendShaped());
+    expect(finishedLive).toEqual(answer(live));
+    // The same run again, as if its owner had died before recording: every phase's result is stored, so only the ending differs.
+    await db.query(
+      `UPDATE idempotency_records SET status = 'in_progress', response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL,
+              owner_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE key = $1`,
+      [key],
+    );
+    expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ completed: 1 });
+    expect(answer(await sendShaped())).toEqual(finishedLive);
+  });
+
+  it('answers the operation’s response even when the handler reshapes what run() settled with', async () => {
+    const key = newKey();
+    const sendWrapped = () => Promise.resolve(request(running.url).post('/entries/wrapped-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'wrapped' }));
+    const live = await sendWrapped();
+    expect(live.status).toBe(201);
+    expect(live.body).toEqual({ debit: expect.any(Number), receipt: expect.any(String), credit: expect.any(Number) });
+    expect((await sendWrapped()).text).toBe(live.text);
+  });
+
   it('marks a claim failed once it runs out of attempts, and replays that failure', async () => {
     const key = newKey();
     gate.mode = 'fail';
@@ -217,6 +252,24 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     );
     expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ discarded: 1 });
     expect(await recordOf(key)).toBeUndefined();
+  });
+
+  it('refuses at startup a phased route that sets response headers itself', async () => {
+    @Controller('located')
+    class LocatedController {
+      @Post()
+      @Idempotent({ phases: true })
+      async create(@PhasedClaim() claim: PhasedClaim, @Res({ passthrough: true }) response: { setHeader(name: string, value: string): void }) {
+        const transfer = await claim.run(LedgerTransfer, { label: 'located' });
+        response.setHeader('Location', `/entries/${transfer.credit}`);
+        return transfer;
+      }
+    }
+    const [typeorm, idempotency, entries] = ledgerAppModules(db.url, MODULE_OPTIONS);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, entries], controllers: [LocatedController] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await expect(app.init()).rejects.toThrow(/set headers such as Location in the operation's respond\(\)/);
+    await app.close();
   });
 
   it('never lets two instances complete the same claim', async () => {

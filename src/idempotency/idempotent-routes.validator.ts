@@ -22,12 +22,13 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       if (!controller?.prototype) continue;
       for (const name of this.scanner.getAllMethodNames(controller.prototype)) {
         const handler = controller.prototype[name];
-        if (this.routes.of(controller, handler)) this.checkResponseIsRecordable(controller, name, handler);
+        const route = this.routes.of(controller, handler);
+        if (route) this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
       }
     }
   }
 
-  private checkResponseIsRecordable(controller: Function, name: string, handler: Function): void {
+  private checkResponseIsRecordable(controller: Function, name: string, handler: Function, phased: boolean): void {
     const where = `@Idempotent() on ${controller.name}.${name}`;
     if (Reflect.getMetadata(SSE_METADATA, handler)) {
       throw new IdempotencyConfigurationError(`${where}: server-sent events cannot be recorded or replayed. Remove @Idempotent() or @Sse().`);
@@ -37,6 +38,11 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       const type = Number(key.split(':')[0]);
       return type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT;
     });
+    if (takesResponse && phased) {
+      throw new IdempotencyConfigurationError(
+        `${where}: a phased route answers its operation's response, which the reaper may record without a request. Remove @Res() and return claim.run(...); set headers such as Location in the operation's respond().`,
+      );
+    }
     if (takesResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, name)) {
       throw new IdempotencyConfigurationError(
         `${where}: a handler that writes the response itself (@Res() or @Next()) cannot be recorded. Use @Res({ passthrough: true }) and return the body.`,

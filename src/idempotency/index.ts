@@ -19,7 +19,7 @@ export {
   type LeaseExpiredEvent,
 } from './events/idempotency-events.js';
 export type { ReaperOptions } from './idempotency.options.js';
-export { PhasedOperation } from './phases/phased-operation.js';
+export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
 export { PhasedClaim } from './phases/phased-claim.js';
 export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
 export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';

@@ -76,9 +76,15 @@ export class NotifyGate {
   }
 }
 
+interface Transfer {
+  debit: number;
+  receipt: string;
+  credit: number;
+}
+
 /** Debit (local), notify (external), credit (local): counts how often each phase really ran. */
 @PhasedOperation('ledger-transfer')
-export class LedgerTransfer implements PhasedOperation<EntryBody, { debit: number; receipt: string; credit: number }> {
+export class LedgerTransfer implements PhasedOperation<EntryBody, Transfer> {
   readonly runs = { debit: 0, notify: 0, credit: 0 };
 
   constructor(
@@ -86,11 +92,25 @@ export class LedgerTransfer implements PhasedOperation<EntryBody, { debit: numbe
     private readonly gate: NotifyGate,
   ) {}
 
-  async run(input: EntryBody, phases: Phases) {
+  async run(input: EntryBody, phases: Phases): Promise<Transfer> {
     const debit = await phases.local('debit', () => (this.runs.debit++, this.ledger.write(`debit:${input.label}`)));
     const { receipt } = await phases.external('notify', (key) => (this.runs.notify++, this.gate.notify(key)));
     const credit = await phases.local('credit', () => (this.runs.credit++, this.ledger.write(`credit:${input.label}`)));
     return { debit: debit.entry, receipt, credit: credit.entry };
+  }
+}
+
+/** The ledger transfer, answered in a shape of its own with a `Location`: whoever finishes it answers the same. */
+@PhasedOperation('shaped-transfer')
+export class ShapedTransfer implements PhasedOperation<EntryBody, Transfer> {
+  constructor(private readonly transfer: LedgerTransfer) {}
+
+  run(input: EntryBody, phases: Phases) {
+    return this.transfer.run(input, phases);
+  }
+
+  respond(transfer: Transfer) {
+    return { body: { transfer }, headers: { Location: `/entries/${transfer.credit}` } };
   }
 }
 
@@ -175,10 +195,23 @@ export class EntriesController {
     return claim.run(LedgerTransfer, { label: body.label });
   }
 
+  /** Reshapes what run() settled with: ignored, since the completer could not reshape it. */
+  @Post('wrapped-transfers')
+  @Idempotent({ phases: true })
+  async wrappedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return { wrapped: await claim.run(LedgerTransfer, { label: body.label }) };
+  }
+
   @Post('locked-transfers')
   @Idempotent({ phases: true, wait: 1000 })
   lockedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
     return claim.run(LockedTransfer, { label: body.label });
+  }
+
+  @Post('shaped-transfers')
+  @Idempotent({ phases: true })
+  shapedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(ShapedTransfer, { label: body.label });
   }
 
   @Post('transfers/unstarted')
@@ -193,7 +226,7 @@ export class EntriesController {
   }
 }
 
-@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, LockedTransfer] })
+@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, ShapedTransfer, LockedTransfer] })
 export class EntriesModule {}
 
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */

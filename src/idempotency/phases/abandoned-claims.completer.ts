@@ -1,4 +1,4 @@
-import { HttpException, Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
@@ -6,7 +6,6 @@ import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { captureError } from '../outcome-capture.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
@@ -56,7 +55,6 @@ export class AbandonedClaimsCompleter {
   }
 
   private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
-    const retention = this.options.retention;
     if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
     const handler = this.operations.get(claim.resume.operation);
     const giveUp = !handler
@@ -65,23 +63,12 @@ export class AbandonedClaimsCompleter {
         ? `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`
         : undefined;
     if (giveUp) {
-      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), retention, giveUp);
+      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
       return { result: 'failed', reason: giveUp };
     }
-    const { status, storeErrors, input } = claim.resume;
-    try {
-      const output = await this.runner.run(handler!, input, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults });
-      const body = output === undefined || output === null ? null : JSON.stringify(output);
-      const headers: Record<string, string> = body === null ? {} : { 'content-type': 'application/json; charset=utf-8' };
-      await this.leases.finish(id, owner, { status, headers, body }, retention);
-      return { result: 'completed' };
-    } catch (error) {
-      if (error instanceof HttpException && storeErrors.includes(error.getStatus())) {
-        await this.leases.finish(id, owner, captureError(error), retention);
-        return { result: 'completed' };
-      }
-      await this.leases.release(id, owner).catch(() => undefined);
-      return { result: 'released', reason: `resuming failed, to be retried: ${(error as Error).message}` };
-    }
+    const ending = await this.runner.finish(handler!, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults });
+    if (ending.kind === 'recorded') return { result: 'completed' };
+    if (ending.kind === 'lost') return { result: 'released', reason: 'another owner took the claim over' };
+    return { result: 'released', reason: `resuming failed, to be retried: ${(ending.error as Error)?.message}` };
   }
 }

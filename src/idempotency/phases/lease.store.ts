@@ -15,6 +15,8 @@ export interface ResumeInfo {
   /** The route's success status and recordable error statuses. */
   status: number;
   storeErrors: number[];
+  /** The route's retention, in ms; the module's for claims stored without it. */
+  retention?: number;
 }
 
 export type LeasedClaim =
@@ -154,9 +156,20 @@ export class LeaseStore {
     );
   }
 
-  /** Stores what the reaper needs to resume the operation without a client, once. */
-  async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<boolean> {
-    return this.fenced(this.dataSource, `resume = coalesce(resume, $5::jsonb)`, id, owner, [JSON.stringify(resume)]);
+  /**
+   * Stores what the reaper needs to resume the operation without a client,
+   * once per run: returns what is stored (an earlier owner's, if any), or
+   * undefined when `owner` no longer holds the claim.
+   */
+  async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<ResumeInfo | undefined> {
+    const rows: Array<{ resume: ResumeInfo }> = await this.dataSource.query(
+      `WITH fenced AS (
+         UPDATE idempotency_records SET resume = coalesce(resume, $5::jsonb)
+          WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING resume)
+       SELECT resume FROM fenced`,
+      [id.scope, id.operation, id.key, owner, JSON.stringify(resume)],
+    );
+    return rows[0]?.resume;
   }
 
   /** Lets the lease lapse now, so that a retry resumes at once. */

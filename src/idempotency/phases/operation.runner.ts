@@ -1,13 +1,29 @@
-import { Injectable } from '@nestjs/common';
+import { HttpException, Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { captureError, successOutcome } from '../outcome-capture.js';
+import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
-import { LeaseStore } from './lease.store.js';
+import { LeaseStore, type ResumeInfo } from './lease.store.js';
 import type { PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership, Phases } from './phases.js';
 
 /**
- * Runs a phased operation for one owner and keeps its lease alive meanwhile:
- * the lease lapses only when the owner dies or hangs, not while it works.
+ * How one owner's run of an operation ended: its outcome recorded (a
+ * success, or an error the route stores), unfinished (the lease is released
+ * for a retry or the completer), or lost to another owner.
+ */
+export type RunEnding =
+  | { kind: 'recorded'; outcome: RecordedOutcome; output?: unknown; error?: HttpException }
+  | { kind: 'unfinished'; error: unknown }
+  | { kind: 'lost' };
+
+/**
+ * Runs a phased operation for one owner, keeping its lease alive meanwhile
+ * (the lease lapses only when the owner dies or hangs, not while it works),
+ * and ends it. The request flow and the completer both end an operation
+ * here, so whoever finishes it records the same status, headers and body.
  */
 @Injectable()
 export class OperationRunner {
@@ -15,9 +31,34 @@ export class OperationRunner {
     private readonly leases: LeaseStore,
     private readonly dataSource: DataSource,
     private readonly transactions: TransactionHost,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async run<I, O>(operation: PhasedOperation<I, O>, input: I, ownership: Omit<Ownership, 'signal'>): Promise<O> {
+  /** Runs the operation with the stored input and records how it ended. Never rejects: a failure to record leaves it unfinished. */
+  async finish(operation: PhasedOperation<unknown, unknown>, resume: ResumeInfo, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
+    const { id, owner } = ownership;
+    const retention = resume.retention ?? this.options.retention;
+    let recorded: Extract<RunEnding, { kind: 'recorded' }>;
+    try {
+      const output = await this.run(operation, resume.input, ownership);
+      recorded = { kind: 'recorded', outcome: this.outcomeOf(operation, output, resume.status), output };
+    } catch (error) {
+      if (error instanceof LeaseLostError) return { kind: 'lost' };
+      if (!(error instanceof HttpException) || !resume.storeErrors.includes(error.getStatus())) {
+        await this.leases.release(id, owner).catch(() => undefined);
+        return { kind: 'unfinished', error };
+      }
+      recorded = { kind: 'recorded', outcome: captureError(error), error };
+    }
+    try {
+      return (await this.leases.finish(id, owner, recorded.outcome, retention)) ? recorded : { kind: 'lost' };
+    } catch (error) {
+      // Whether it was recorded is unknown: a retry replays it, or resumes and records it.
+      return { kind: 'unfinished', error };
+    }
+  }
+
+  private async run(operation: PhasedOperation<unknown, unknown>, input: unknown, ownership: Omit<Ownership, 'signal'>): Promise<unknown> {
     const lost = new AbortController();
     const heartbeat = setInterval(() => {
       this.leases.renew(this.dataSource, ownership.id, ownership.owner, ownership.leaseMs).then(
@@ -31,5 +72,12 @@ export class OperationRunner {
     } finally {
       clearInterval(heartbeat);
     }
+  }
+
+  /** The operation's answer (`respond()`, or its output as the body), as recorded. */
+  private outcomeOf(operation: PhasedOperation<unknown, unknown>, output: unknown, status: number): RecordedOutcome {
+    const response = operation.respond ? operation.respond(output) : { body: output };
+    const headers = new Map(Object.entries(response.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
+    return successOutcome(status, response.body, (name) => headers.get(name), this.options.replayHeaders);
   }
 }

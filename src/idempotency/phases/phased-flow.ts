@@ -1,4 +1,4 @@
-import { type CallHandler, HttpException, Inject, Injectable, type Type } from '@nestjs/common';
+import { type CallHandler, HttpException, Inject, Injectable, Logger, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -8,6 +8,7 @@ import type { AttemptEvent } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import {
+  IdempotencyConfigurationError,
   IdempotencyKeyReusedException,
   IdempotencyOperationUnfinishedException,
   IdempotencyRequestInProgressException,
@@ -21,10 +22,10 @@ import type { RecordedOutcome } from '../recorded-outcome.js';
 import { isLockTimeout } from '../database-errors.js';
 import { type LeasedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
-import { OperationRunner } from './operation.runner.js';
+import { OperationRunner, type RunEnding } from './operation.runner.js';
 import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
-import { LeaseLostError } from './phases.js';
+import { LeaseLostError, type Ownership } from './phases.js';
 
 /**
  * Between polls of a waiting duplicate: the first after 50 ms, growing to
@@ -44,6 +45,10 @@ const CLAIM_LOCK_TIMEOUT_MS = 50;
  */
 @Injectable()
 export class PhasedFlow {
+  private readonly logger = new Logger('Idempotency');
+  /** Routes already warned about a handler that reshapes its operation's answer. */
+  private readonly reshapingRoutes = new Set<string>();
+
   constructor(
     private readonly leases: LeaseStore,
     private readonly runner: OperationRunner,
@@ -73,43 +78,74 @@ export class PhasedFlow {
       return { outcome, replayed: false };
     }
 
+    let running: Promise<RunEnding> | undefined;
     const phasedClaim: PhasedClaim = {
-      run: async <I, O>(operation: Type<PhasedOperation<I, O>>, input: I) => {
-        const instance = this.operations.instanceOf(operation);
-        const resume = { operation: operationName(operation), input, status: route.successStatus, storeErrors: [...route.storeErrors] };
-        if (!(await this.leases.saveResume(id, owner, resume))) throw new LeaseLostError();
-        return this.runner.run(instance, input, { id, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
+      run: <I, O>(operation: Type<PhasedOperation<I, O>>, input: I): Promise<O> => {
+        if (running) return Promise.reject(new IdempotencyConfigurationError(`${route.operation}: claim.run() runs one operation per request.`));
+        running = this.start(operation, input, route, { id, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
+        return running.then((ending) => answerOf<O>(ending));
       },
     };
     request[PHASED_CLAIM] = phasedClaim;
-    let outcome: RecordedOutcome;
     const handlerStarted = performance.now();
+    let handled: { result: unknown } | { error: unknown };
     try {
-      const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
-      attempt.handlerMs = performance.now() - handlerStarted;
-      outcome = captureSuccess(result, route, this.adapterHost.httpAdapter, response);
+      handled = { result: await lastValueFrom(next.handle(), { defaultValue: undefined }) };
     } catch (error) {
-      if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
-        // Before the operation started (a validation error, say) nothing can have
-        // happened, so the key is freed as in a rollback. After, finished phases
-        // stay and the lease lapses now, so that a retry resumes at once; the
-        // answer says so, since the effects may exist and the work may still end.
-        const started = await this.abandon(id, owner).catch(() => true);
-        if (error instanceof LeaseLostError) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-        if (started) throw new IdempotencyOperationUnfinishedException(route.retryAfterSeconds, error instanceof HttpException ? error.message : undefined);
-        throw error;
-      }
-      outcome = captureError(error);
+      handled = { error };
     }
-    if (!(await this.leases.finish(id, owner, outcome, route.retention))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-    return { outcome, replayed: false };
+    attempt.handlerMs = performance.now() - handlerStarted;
+    // Once its input is stored, an operation has an ending; before, it never started, and nothing can have happened.
+    const ending = await running?.catch(() => undefined);
+    if (ending) return this.settle(ending, handled, route);
+
+    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route);
+    const { error } = handled;
+    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route);
+    // The key is freed, as in a rollback.
+    if (!(await this.leases.discardUnstarted(id, owner).catch(() => false))) await this.leases.release(id, owner).catch(() => undefined);
+    throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
   }
 
-  /** Frees the key of an operation that never started, or lets the lease of a started one lapse; true when it had started. */
-  private async abandon(id: RecordId, owner: string): Promise<boolean> {
-    if (await this.leases.discardUnstarted(id, owner)) return false;
-    await this.leases.release(id, owner);
-    return true;
+  /** Stores the input with the claim, then runs the operation to its ending. */
+  private async start<I, O>(operation: Type<PhasedOperation<I, O>>, input: I, route: IdempotentRoute, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
+    const instance = this.operations.instanceOf(operation) as PhasedOperation<unknown, unknown>;
+    const resume = await this.leases.saveResume(ownership.id, ownership.owner, {
+      operation: operationName(operation),
+      input,
+      status: route.successStatus,
+      storeErrors: [...route.storeErrors],
+      retention: route.retention,
+    });
+    return resume ? this.runner.finish(instance, resume, ownership) : { kind: 'lost' };
+  }
+
+  /**
+   * The answer is the operation's ending, whatever the handler did with
+   * `run()`'s result: that is what a retry or the completer would record. An
+   * operation that started and did not finish may still end (a retry
+   * resumes it, or the completer does), so the client is told to retry the
+   * same key.
+   */
+  private settle(ending: RunEnding, handled: { result: unknown } | { error: unknown }, route: IdempotentRoute): Settled {
+    if (ending.kind === 'lost') throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    if (ending.kind === 'unfinished') {
+      throw new IdempotencyOperationUnfinishedException(route.retryAfterSeconds, ending.error instanceof HttpException ? ending.error.message : undefined);
+    }
+    const reshaped = 'result' in handled ? handled.result !== ending.output || ending.error !== undefined : handled.error !== ending.error;
+    if (reshaped && !this.reshapingRoutes.has(route.operation)) {
+      this.reshapingRoutes.add(route.operation);
+      this.logger.warn(
+        `${route.operation}: the handler answered something other than what claim.run() settled with. A phased route answers its operation's response, ` +
+          'whoever finishes it: return claim.run(...) as is, and shape the response in the operation\'s respond().',
+      );
+    }
+    return { outcome: ending.outcome, replayed: false };
+  }
+
+  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute): Promise<Settled> {
+    if (!(await this.leases.finish(id, owner, outcome, route.retention))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    return { outcome, replayed: false };
   }
 
   /**
@@ -143,4 +179,12 @@ export class PhasedFlow {
       await sleep(Math.min(pause, remaining));
     }
   }
+}
+
+/** What `claim.run()` resolves to, or rejects with, for the handler. */
+function answerOf<O>(ending: RunEnding): O {
+  if (ending.kind === 'lost') throw new LeaseLostError();
+  if (ending.kind === 'unfinished') throw ending.error;
+  if (ending.error) throw ending.error;
+  return ending.output as O;
 }

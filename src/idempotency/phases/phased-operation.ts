@@ -13,6 +13,26 @@ export const PHASED_OPERATION = 'idempotency:phased-operation';
  */
 export interface PhasedOperation<TInput, TOutput> {
   run(input: TInput, phases: Phases): Promise<TOutput>;
+  /**
+   * The answer of a finished run: its body and headers (e.g. `Location`),
+   * with the route's success status. Whoever finishes the operation (the
+   * request, a retry or the reaper's completer) records this same answer, so
+   * it must depend on `output` only. Default: `output` as the JSON body.
+   * Headers are recorded when `replayHeaders` lists them.
+   *
+   * @example
+   * respond(payment: PaymentView) {
+   *   return { body: payment, headers: { Location: `/payments/${payment.id}` } };
+   * }
+   */
+  respond?(output: TOutput): OperationResponse;
+}
+
+/** What a finished phased operation answers. */
+export interface OperationResponse {
+  /** Sent as JSON, or as is when a string; none when undefined or null. */
+  body?: unknown;
+  headers?: Record<string, string>;
 }
 
 /**
