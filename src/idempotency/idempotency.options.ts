@@ -51,7 +51,12 @@ export interface ReaperOptions {
   intervalMs?: number;
   /** Rows per DELETE statement. Default 1000. */
   batchSize?: number;
-  /** Time after which a pass stops starting new batches, in ms. Default 2000. */
+  /**
+   * How long a pass may take, in ms: up to half of it finishes abandoned
+   * phased claims (the operation still running then is stopped and released
+   * for the next pass), the rest deletes expired records. Shutdown waits for
+   * a pass at most this long. Default 2000.
+   */
   timeBudgetMs?: number;
 }
 

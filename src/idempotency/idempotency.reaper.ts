@@ -1,4 +1,5 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import { IdempotencyEvents } from './events/idempotency-events.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
@@ -44,7 +45,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private readonly logger = new Logger('IdempotencyReaper');
   private timer?: NodeJS.Timeout;
   private pass?: Promise<void>;
-  private stopping = false;
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -59,19 +60,34 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     this.timer.unref();
   }
 
-  /** Before the DataSource closes: a pass in flight ends after its current batch. */
+  /**
+   * Before the DataSource closes: the operation a pass is resuming is
+   * stopped (and released), deletions end after their current batch, and
+   * shutdown waits for the pass at most `timeBudgetMs`.
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopping = true;
+    this.stopping.abort(new Error('the application is shutting down'));
     clearInterval(this.timer);
-    await this.pass;
+    await Promise.race([this.pass, sleep(this.options.reaper.timeBudgetMs, undefined, { ref: false })]);
   }
 
-  /** One scheduled pass: finish abandoned claims, then delete expired records. A tick during a pass is skipped. */
+  /**
+   * One scheduled pass, within `timeBudgetMs`: abandoned claims are finished
+   * for up to half of it, then expired records are deleted for the rest (at
+   * least the other half, even when completions fail or overrun). A tick
+   * during a pass is skipped.
+   */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
+      const { timeBudgetMs } = this.options.reaper;
+      const started = Date.now();
       try {
-        await this.completer.completeAbandoned();
-        await this.reap();
+        await this.completer.completeAbandoned({ until: started + timeBudgetMs / 2, signal: this.stopping.signal });
+      } catch (error) {
+        this.logger.error(`Reaper pass could not finish abandoned claims: ${(error as Error).message}`);
+      }
+      try {
+        await this.reap(new Date(), Math.max(timeBudgetMs / 2, started + timeBudgetMs - Date.now()));
       } catch (error) {
         this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
       } finally {
@@ -81,9 +97,9 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, within the pass's time budget. */
-  async reap(now: Date = new Date()): Promise<ReapResult> {
-    const { batchSize, timeBudgetMs } = this.options.reaper;
+  /** Deletes finished records that expired before `now`, for up to `budgetMs` (default `timeBudgetMs`). */
+  async reap(now: Date = new Date(), budgetMs = this.options.reaper.timeBudgetMs): Promise<ReapResult> {
+    const { batchSize } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
     for (;;) {
@@ -94,7 +110,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
       }
       result.deleted += deleted;
       result.batches++;
-      if (deleted < batchSize || Date.now() - started >= timeBudgetMs || this.stopping) break;
+      if (deleted < batchSize || Date.now() - started >= budgetMs || this.stopping.signal.aborted) break;
     }
     result.elapsedMs = Date.now() - started;
     if (result.deleted > 0) this.events.emit({ kind: 'reaped', deleted: result.deleted, batches: result.batches, elapsedMs: result.elapsedMs });

@@ -22,7 +22,7 @@ export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
 export { PhasedClaim } from './phases/phased-claim.js';
 export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
-export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
+export { AbandonedClaimsCompleter, type CompleterBounds, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,
   IdempotencyDatabaseUnavailableException,

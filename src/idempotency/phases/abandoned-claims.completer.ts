@@ -10,6 +10,16 @@ import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
 
+/** What bounds one run of the completer. */
+export interface CompleterBounds {
+  /** No takeover after this instant (ms since the epoch); the operation resumed then is stopped. Default none. */
+  until?: number;
+  /** Stops the completer as `until` does, e.g. at shutdown. */
+  signal?: AbortSignal;
+  /** Claims looked at, at most. Default 100. */
+  limit?: number;
+}
+
 export interface CompleterPass {
   completed: number;
   failed: number;
@@ -36,25 +46,44 @@ export class AbandonedClaimsCompleter {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async completeAbandoned(limit = 100): Promise<CompleterPass> {
+  /**
+   * Takes abandoned claims over one after another and ends each. With
+   * `until` (a time in ms since the epoch), it takes no claim over after
+   * that instant and stops the operation it is resuming then, which is
+   * released for a later pass; `signal` stops it the same way.
+   */
+  async completeAbandoned({ until, signal, limit = 100 }: CompleterBounds = {}): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
-    const candidates: Array<RecordId & { owner_token: string | null }> = await this.dataSource.query(
-      `SELECT scope, operation, key, owner_token FROM idempotency_records
-        WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
-      [limit],
-    );
-    for (const { owner_token, ...id } of candidates) {
-      const owner = randomUUID();
-      const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
-      if (!claim) continue;
-      const { result, reason } = await this.finish(id, owner, claim);
-      pass[result]++;
-      this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
+    const stop = new AbortController();
+    const timer = until === undefined ? undefined : setTimeout(() => stop.abort(new Error('the reaper pass ran out of time')), Math.max(0, until - Date.now()));
+    const onSignal = () => stop.abort(signal!.reason);
+    if (signal?.aborted) onSignal();
+    else signal?.addEventListener('abort', onSignal, { once: true });
+    try {
+      const candidates: Array<RecordId & { owner_token: string | null }> = stop.signal.aborted
+        ? []
+        : await this.dataSource.query(
+            `SELECT scope, operation, key, owner_token FROM idempotency_records
+              WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
+            [limit],
+          );
+      for (const { owner_token, ...id } of candidates) {
+        if (stop.signal.aborted) break;
+        const owner = randomUUID();
+        const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
+        if (!claim) continue;
+        const { result, reason } = await this.finish(id, owner, claim, stop.signal);
+        pass[result]++;
+        this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
+      }
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onSignal);
     }
     return pass;
   }
 
-  private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
+  private async finish(id: RecordId, owner: string, claim: AbandonedClaim, stop: AbortSignal): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
     if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
     const handler = this.operations.get(claim.resume.operation);
     const giveUp = !handler
@@ -66,7 +95,7 @@ export class AbandonedClaimsCompleter {
       await this.leases.finish(id, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
       return { result: 'failed', reason: giveUp };
     }
-    const ending = await this.runner.finish(handler!, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults });
+    const ending = await this.runner.finish(handler!, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults }, stop);
     if (ending.kind === 'recorded') return { result: 'completed' };
     if (ending.kind === 'lost') return { result: 'released', reason: 'another owner took the claim over' };
     return { result: 'released', reason: `resuming failed, to be retried: ${(ending.error as Error)?.message}` };

@@ -113,14 +113,19 @@ export class LeaseStore {
 
   /**
    * The completer's takeover of an abandoned claim: a compare-and-set on the
-   * owner token, so of several reapers exactly one wins.
+   * owner token, so of several reapers exactly one wins. A record whose row
+   * is locked (an owner's local phase is committing) is skipped, not waited on.
    */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
     const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null; run: string }> =
       await this.dataSource.query(
-        `WITH taken AS (
-           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+        `WITH free AS (
+           SELECT ctid FROM idempotency_records
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
+            FOR UPDATE SKIP LOCKED),
+         taken AS (
+           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+            WHERE ctid IN (SELECT ctid FROM free)
             RETURNING resume, phase_results, attempts, recovery_point, ${RUN} AS run)
          SELECT * FROM taken`,
         [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],

@@ -34,13 +34,20 @@ export class OperationRunner {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  /** Runs the operation with the stored input and records how it ended. Never rejects: a failure to record leaves it unfinished. */
-  async finish(operation: PhasedOperation<unknown, unknown>, resume: ResumeInfo, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
+  /**
+   * Runs the operation with the stored input and records how it ended.
+   * Never rejects: a failure to record leaves it unfinished. When `stop`
+   * aborts first, the operation's signal aborts too, its lease is released
+   * and it ends unfinished at once, without waiting for an operation that
+   * ignores its signal (which then holds a lease that is no longer renewed,
+   * and loses the claim to the next owner).
+   */
+  async finish(operation: PhasedOperation<unknown, unknown>, resume: ResumeInfo, ownership: Omit<Ownership, 'signal'>, stop?: AbortSignal): Promise<RunEnding> {
     const { id, owner } = ownership;
     const retention = resume.retention ?? this.options.retention;
     let recorded: Extract<RunEnding, { kind: 'recorded' }>;
     try {
-      const output = await this.run(operation, resume.input, ownership);
+      const output = await this.run(operation, resume.input, ownership, stop);
       recorded = { kind: 'recorded', outcome: this.outcomeOf(operation, output, resume.status), output };
     } catch (error) {
       if (error instanceof LeaseLostError) return { kind: 'lost' };
@@ -58,19 +65,33 @@ export class OperationRunner {
     }
   }
 
-  private async run(operation: PhasedOperation<unknown, unknown>, input: unknown, ownership: Omit<Ownership, 'signal'>): Promise<unknown> {
-    const lost = new AbortController();
+  private async run(operation: PhasedOperation<unknown, unknown>, input: unknown, ownership: Omit<Ownership, 'signal'>, stop?: AbortSignal): Promise<unknown> {
+    const aborted = new AbortController();
     const heartbeat = setInterval(() => {
       this.leases.renew(this.dataSource, ownership.id, ownership.owner, ownership.leaseMs).then(
-        (held) => held || lost.abort(new LeaseLostError()),
+        (held) => held || aborted.abort(new LeaseLostError()),
         () => undefined, // a failed renewal is retried on the next beat; the lease still has time
       );
     }, Math.max(10, Math.floor(ownership.leaseMs / 3)));
     heartbeat.unref();
+    let onStop = () => {};
+    const stopped = new Promise<never>((_, reject) => {
+      onStop = () => {
+        aborted.abort(stop!.reason);
+        reject(stop!.reason);
+      };
+    });
+    stopped.catch(() => undefined);
+    stop?.addEventListener('abort', onStop, { once: true });
     try {
-      return await operation.run(input, new Phases({ ...ownership, signal: lost.signal }, this.leases, this.dataSource, this.transactions));
+      if (stop?.aborted) throw stop.reason;
+      const running = operation.run(input, new Phases({ ...ownership, signal: aborted.signal }, this.leases, this.dataSource, this.transactions));
+      if (!stop) return await running;
+      running.catch(() => undefined); // once stopped, how it ends is nobody's to hear
+      return await Promise.race([running, stopped]);
     } finally {
       clearInterval(heartbeat);
+      stop?.removeEventListener('abort', onStop);
     }
   }
 

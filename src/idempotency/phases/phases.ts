@@ -44,7 +44,7 @@ export class Phases {
     private readonly transactions: TransactionHost,
   ) {}
 
-  /** Aborted when this owner loses the lease; pass it to long calls. */
+  /** Aborted when this owner loses the lease, or the reaper stops it; pass it to long calls. */
   get signal(): AbortSignal {
     return this.ownership.signal;
   }
@@ -55,6 +55,7 @@ export class Phases {
    */
   async local<T>(phase: string, work: () => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
+    this.ownership.signal.throwIfAborted(); // a stopped owner starts no new phase
     const { id, owner, leaseMs } = this.ownership;
     const runner = this.dataSource.createQueryRunner();
     try {
@@ -83,6 +84,7 @@ export class Phases {
    */
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
+    this.ownership.signal.throwIfAborted();
     const { id, owner, leaseMs, signal, claimedAt } = this.ownership;
     if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
     const resultJson = toJson(await call(downstreamKey({ ...id, claimedAt }, phase), signal));
