@@ -58,6 +58,39 @@ describe.each(HTTP_ADAPTERS)('bad input to the demo (%s)', (adapter) => {
     expect(await counts()).toEqual(before);
   });
 
+  it.each([
+    ['2,500 levels of arrays', `{"sku":"deep","quantity":1,"note":${'['.repeat(2500)}${']'.repeat(2500)}}`],
+    ['8,000 levels of arrays', `${'['.repeat(8000)}${']'.repeat(8000)}`],
+    ['2,500 levels of objects', `{"sku":"deep","quantity":1,"note":${'{"a":'.repeat(2500)}1${'}'.repeat(2500)}}`],
+    ['33 levels, one past the limit', `{"sku":"deep","quantity":1,"note":${'['.repeat(32)}${']'.repeat(32)}}`],
+  ])('refuses a body nested %s deep with 400, and stores nothing', async (_case, body) => {
+    const before = await counts();
+    const response = await post(`deep-${_case.replace(/\W+/g, '-')}`, body);
+    expectProblem(response, 400);
+    expect(response.body.detail).toMatch(/nest/);
+    expect(await counts()).toEqual(before);
+  });
+
+  it.each([
+    ['a NUL in sku', { sku: 'book\u0000', quantity: 1 }],
+    ['a NUL in note', { sku: 'book', quantity: 1, note: 'gift\u0000wrap' }],
+    ['a NUL in a property name', { sku: 'book', quantity: 1, 'n\u0000ote': 'x' }],
+    ['an unpaired surrogate in note', { sku: 'book', quantity: 1, note: 'a\ud800b' }],
+  ])('refuses %s, which PostgreSQL cannot store, with 400, and stores nothing', async (_case, body) => {
+    const before = await counts();
+    expectProblem(await post(`unstorable-${_case.replace(/\W+/g, '-')}`, JSON.stringify(body)), 400);
+    expect(await counts()).toEqual(before);
+  });
+
+  it('lets 32 levels of nesting, and control characters PostgreSQL stores, through to validation', async () => {
+    const nested = await post('deep-32', `{"sku":"deep","quantity":1,"note":${'['.repeat(31)}${']'.repeat(31)}}`);
+    expectProblem(nested, 400);
+    expect(nested.body.detail).toMatch(/note must be a string/);
+    const controls = await post('controls', JSON.stringify({ sku: 'tab\there', quantity: 0, note: 'bell\u0007, escape\u001b' }));
+    expectProblem(controls, 400);
+    expect(controls.body.detail).toBe('quantity must not be less than 1');
+  });
+
   it.each(['text/plain', 'application/x-www-form-urlencoded', 'application/xml'])('refuses a %s body with 415, and stores nothing', async (type) => {
     const before = await counts();
     expectProblem(await post(`type-${type}`, 'sku=a&quantity=1', type), 415);

@@ -1,5 +1,6 @@
 import { Controller, HttpException, Injectable, Module, Post, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
@@ -43,19 +44,21 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
   });
 
   describe('failures', () => {
-    it('records a storeErrors status, undoes the handler’s writes and replays the error', async () => {
+    it('records a storeErrors status as a problem document, undoes the handler’s writes and replays the same bytes', async () => {
       const key = newKey();
       ledger.script.push({ fail: new HttpException({ code: 'card_declined', message: 'Card declined' }, 402) });
       const calls = ledger.calls;
       const first = await post('/entries', key, { label: 'declined' });
       expect(first.status).toBe(402);
-      expect(first.body).toEqual({ code: 'card_declined', message: 'Card declined' });
+      expect(first.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(first.text).toBe(JSON.stringify({ type: 'about:blank', title: 'Payment Required', status: 402, detail: 'Card declined', code: 'card_declined' }));
       expect(first.headers['idempotent-replayed']).toBeUndefined();
       expect(await entriesLabelled('declined')).toBe(0);
 
       const replay = await post('/entries', key, { label: 'declined' });
       expect(replay.status).toBe(402);
       expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers['content-type']).toBe(first.headers['content-type']);
       expect(replay.text).toBe(first.text);
       expect(ledger.calls).toBe(calls + 1);
       expect(await recordOf(key)).toEqual([expect.objectContaining({ status: 'completed' })]);
@@ -160,6 +163,26 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
       expect(duplicate.status).toBe(201);
       expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
       expect(await entriesLabelled('second-chance')).toBe(1);
+    });
+  });
+
+  describe('the handler’s own statements', () => {
+    it('wait on a lock as long as the connection allows, not the claim’s wait', async () => {
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE ledger_entries IN SHARE MODE');
+        const released = sleep(3000).then(() => holder.query('COMMIT'));
+        const started = Date.now();
+        const response = await post('/entries', newKey(), { label: 'lock-wait' });
+        await released;
+        expect(response.status).toBe(201);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+        expect(await entriesLabelled('lock-wait')).toBe(1);
+      } finally {
+        await holder.end();
+      }
     });
   });
 
@@ -321,6 +344,42 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
       expect((await request(running.url).post('/entries').set('Idempotency-Key', key).send({ label: key })).status).toBe(400);
     } finally {
       await running.close();
+    }
+  });
+
+  it('works without named prepared statements, as under PgBouncer before 1.21 (preparedStatements: false)', async () => {
+    const send = (app: RunningApp, path: string, key: string, label: string) =>
+      Promise.resolve(request(app.url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
+    const named = await startApp({ imports: ledgerAppModules(db.url) }, { adapter });
+    const unnamed = await startApp({ imports: ledgerAppModules(db.url, { preparedStatements: false, replayCacheSize: 0 }) }, { adapter });
+    try {
+      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContain('idempotency.claim');
+
+      const first = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
+      expect(first.status).toBe(201);
+      expect(first.body.prepared).toEqual([]);
+      const replay = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await send(unnamed, '/entries/prepared', 'prepared-off', 'other')).status).toBe(422);
+
+      // A duplicate that waits on the owner, then reads what it committed; a recorded error, rolled back to the savepoint.
+      const ledger = unnamed.app.get(Ledger);
+      ledger.script.push({ delayMs: 300 });
+      const owner = send(unnamed, '/entries/prepared', 'prepared-off-concurrent', 'unprepared-concurrent');
+      await sleep(50);
+      const duplicate = await send(unnamed, '/entries/prepared', 'prepared-off-concurrent', 'unprepared-concurrent');
+      expect((await owner).status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBe('true');
+      expect(duplicate.text).toBe((await owner).text);
+      ledger.script.push({ fail: new HttpException('declined', 402) });
+      const declined = await send(unnamed, '/entries', 'prepared-off-declined', 'unprepared-declined');
+      expect(declined.status).toBe(402);
+      expect((await send(unnamed, '/entries', 'prepared-off-declined', 'unprepared-declined')).text).toBe(declined.text);
+      const rows = await db.query<{ label: string }>(`SELECT label FROM ledger_entries WHERE label LIKE 'unprepared%' ORDER BY label`);
+      expect(rows.map((row) => row.label)).toEqual(['unprepared', 'unprepared-concurrent']);
+    } finally {
+      await Promise.all([named.close(), unnamed.close()]);
     }
   });
 

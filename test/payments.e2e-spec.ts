@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotentClient } from '../src/client/index.js';
@@ -126,6 +127,20 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     expect(foreign.status).toBe(404);
     expect(await paymentsOf(orderId)).toEqual([]);
     expect(await chargesOf(provider.url, 1500)).toEqual([]);
+  });
+
+  it('records 404 for an unknown order as the problem document the app answers live, and replays the same bytes', async () => {
+    const orderId = randomUUID();
+    const key = newKey();
+    const live = await pay(orderId, key, 1700);
+    const replay = await pay(orderId, key, 1700);
+    const lookedUp = await request(running.url).get(`/orders/${orderId}`).set('Authorization', ACME);
+    expect([live.status, replay.status, lookedUp.status]).toEqual([404, 404, 404]);
+    expect(live.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(live.text).toBe(lookedUp.text); // the same error, answered by the app's own problem filter
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.headers['content-type']).toBe(live.headers['content-type']);
+    expect(replay.text).toBe(live.text);
   });
 
   it('frees the key after a validation failure, before anything started', async () => {

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { IdempotencyReaper } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -99,6 +99,24 @@ describe.each(HTTP_ADAPTERS)('IdempotencyReaper (%s)', (adapter) => {
       expect(await countOf(db, 'shared-')).toBe(0);
     } finally {
       await other.close();
+    }
+  });
+
+  it('deletes expired records in a scheduled pass even when finishing abandoned claims fails', async () => {
+    const broken = await startApp(
+      { imports: ledgerAppModules(db.url, { reaper: { intervalMs: 3_600_000 } }) },
+      {
+        adapter,
+        adjust: (builder) =>
+          builder.overrideProvider(AbandonedClaimsCompleter).useValue({ completeAbandoned: () => Promise.reject(new Error('completer down')) }),
+      },
+    );
+    try {
+      await seed(db, 'despite-', 20, `now() - interval '1 hour'`);
+      await broken.app.get(IdempotencyReaper).runPass();
+      expect(await countOf(db, 'despite-')).toBe(0);
+    } finally {
+      await broken.close();
     }
   });
 

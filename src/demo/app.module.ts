@@ -6,6 +6,7 @@ import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
 import { HealthController } from './health/health.controller.js';
+import { JsonBodyGuard } from './http/json-body.guard.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
 import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
@@ -53,9 +54,11 @@ export class AppModule implements NestModule {
       providers: [
         { provide: API_KEYS, useValue: parseApiKeys(options.apiKeys ?? process.env.API_KEYS ?? DEFAULT_API_KEYS) },
         { provide: TENANT_RATE_LIMIT, useValue: options.tenantRateLimit ?? Number(process.env.TENANT_RATE_LIMIT ?? 600) },
-        // Guards run in this order: the API key names the tenant the rate limit counts.
+        // Guards run in this order: the API key names the tenant the rate limit counts; then the body's shape,
+        // before any interceptor claims a key.
         { provide: APP_GUARD, useClass: ApiKeyGuard },
         { provide: APP_GUARD, useClass: TenantRateLimitGuard },
+        { provide: APP_GUARD, useClass: JsonBodyGuard },
         { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },
         PoolErrorListener,

@@ -13,10 +13,20 @@ export interface StatementResult<Row> {
 
 /** The node-postgres client under a TypeORM QueryRunner. */
 interface PgConnection {
-  query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>>;
+  query<Row>(statement: PreparedStatement | Omit<PreparedStatement, 'name'> | string): Promise<StatementResult<Row>>;
   /** node-postgres's `pipeline` client option. */
   pipeline?: boolean;
   connection?: { stream?: { cork?(): void; uncork?(): void } };
+}
+
+/** How the module's statements go to the server. */
+export interface ClaimTransactionOptions {
+  /**
+   * Named prepared statements, parsed once per connection. Off, each is sent
+   * as an unnamed statement, as under a connection pooler that cannot keep
+   * named ones (PgBouncer in transaction mode before 1.21).
+   */
+  preparedStatements: boolean;
 }
 
 /** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
@@ -32,7 +42,8 @@ interface TypeOrmTransactionState {
  * (`extra: { pipeline: true }`), BEGIN goes out with the claim and the
  * outcome with COMMIT: four round trips in all for a first execution with
  * two business writes, as many as the bare business transaction. Without
- * pipelining the same calls simply run one after another.
+ * pipelining the same calls simply run one after another. With
+ * `preparedStatements: false` the statements go unnamed, parsed each time.
  *
  * TypeORM's transaction flags are kept in step, so that business writes
  * through `runner.manager` join this transaction (and nested
@@ -44,12 +55,17 @@ export class ClaimTransaction {
   private constructor(
     private readonly runner: QueryRunner,
     private readonly connection: PgConnection,
+    private readonly options: ClaimTransactionOptions,
   ) {}
 
   /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together. */
-  static async begin<Row>(runner: QueryRunner, ...statements: Array<PreparedStatement | string>): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> }> {
+  static async begin<Row>(
+    runner: QueryRunner,
+    options: ClaimTransactionOptions,
+    ...statements: Array<PreparedStatement | string>
+  ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> }> {
     const connection = (await runner.connect()) as PgConnection;
-    const transaction = new ClaimTransaction(runner, connection);
+    const transaction = new ClaimTransaction(runner, connection, options);
     transaction.setOpen(true);
     const settled = await transaction.sendTogether<Row>(['START TRANSACTION ISOLATION LEVEL READ COMMITTED', ...statements]);
     const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
@@ -61,14 +77,15 @@ export class ClaimTransaction {
   }
 
   query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>> {
-    return this.connection.query<Row>(statement);
+    return this.connection.query<Row>(this.asSent(statement));
   }
 
   /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
   async commitWith(statement: PreparedStatement): Promise<void> {
-    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
-    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setOpen(false);
+    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
     if (written.status === 'rejected') throw written.reason;
     if (committed.status === 'rejected') throw committed.reason;
   }
@@ -90,7 +107,7 @@ export class ClaimTransaction {
     if (!this.connection.pipeline) {
       const settled: Array<PromiseSettledResult<StatementResult<Row>>> = [];
       for (const statement of statements) {
-        settled.push(await this.connection.query<Row>(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
+        settled.push(await this.query<Row>(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
       }
       return settled;
     }
@@ -98,11 +115,17 @@ export class ClaimTransaction {
     let sent: Array<Promise<StatementResult<Row>>>;
     stream?.cork?.();
     try {
-      sent = statements.map((statement) => this.connection.query<Row>(statement));
+      sent = statements.map((statement) => this.query<Row>(statement));
     } finally {
       stream?.uncork?.(); // before awaiting: uncorking is what sends them
     }
     return Promise.allSettled(sent);
+  }
+
+  /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */
+  private asSent(statement: PreparedStatement | string): PreparedStatement | Omit<PreparedStatement, 'name'> | string {
+    if (typeof statement === 'string' || this.options.preparedStatements) return statement;
+    return { text: statement.text, values: statement.values };
   }
 
   private setOpen(open: boolean): void {

@@ -1,4 +1,4 @@
-import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
  * `in_progress`: claimed. Outside a phased operation it never commits, so
@@ -7,22 +7,33 @@ import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
  */
 export type IdempotencyRecordStatus = 'in_progress' | 'completed' | 'failed';
 
+const PRIMARY_KEY = 'idempotency_records_pkey';
+
 /**
  * One idempotency key of one tenant scope and operation, and the outcome it
- * replays until `expiresAt`. The migration in `migrations/` creates the table;
- * the module writes it with its own SQL and never through `synchronize`.
+ * replays until `expiresAt`. The migration `CreateIdempotencyRecords1764400000000`
+ * (in `idempotencyMigrations`) creates the table; the module writes it with
+ * its own SQL. These decorators describe that table exactly (constraint and
+ * index names, defaults, the partial lease index), so that `synchronize` and
+ * `migration:generate` find nothing to change once the migration has run.
+ *
+ * The table's `fillfactor = 90` has no decorator: TypeORM neither reads nor
+ * compares storage parameters, so the schema builder leaves it as it is.
  */
 @Entity({ name: 'idempotency_records' })
+@Index('idempotency_records_lease_idx', ['leaseExpiresAt'], { where: 'lease_expires_at IS NOT NULL' })
+@Check('idempotency_records_status_check', `status IN ('in_progress', 'completed', 'failed')`)
+@Check('idempotency_records_outcome_chk', `status = 'in_progress' OR response_status IS NOT NULL`)
 export class IdempotencyRecord {
   /** The tenant (and route version) the key belongs to. */
-  @PrimaryColumn('text')
+  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
   scope: string;
 
   /** e.g. `POST /orders/:id/payments`. */
-  @PrimaryColumn('text')
+  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
   operation: string;
 
-  @PrimaryColumn('text')
+  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
   key: string;
 
   /** SHA-256 hex of the canonical request fields. */
@@ -42,7 +53,7 @@ export class IdempotencyRecord {
   @Column('text', { name: 'response_body', nullable: true })
   responseBody: string | null;
 
-  @Column('timestamptz', { name: 'created_at' })
+  @Column('timestamptz', { name: 'created_at', default: () => 'now()' })
   createdAt: Date;
 
   @Column('timestamptz', { name: 'completed_at', nullable: true })

@@ -1,10 +1,10 @@
-import { type CallHandler, type ExecutionContext, HttpException, Injectable, type NestInterceptor } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, HttpException, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
-import { DataSource, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
-import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from './events/idempotency-events.js';
+import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents, timeStep } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
   IdempotencyDatabaseUnavailableException,
@@ -14,14 +14,17 @@ import {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
-import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { asUnavailable, isLockTimeout } from './database-errors.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
+import type { ResolvedModuleOptions } from './idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { fingerprintRequest } from './request-fingerprint.js';
 import { TransactionHost } from './transaction-host.js';
 
@@ -34,6 +37,8 @@ export interface Settled {
   replayed: boolean;
   /** When the record expires, where known: the outcome may then be cached until that instant. */
   expiresAt?: Date;
+  /** The database's `now()` when `expiresAt` was read: the cache measures the time left on the database's clock. */
+  databaseNow?: Date;
 }
 
 /**
@@ -50,10 +55,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly cache: ReplayCache,
     private readonly replays: ReplayLikelihood,
     private readonly transactions: TransactionHost,
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
     private readonly events: IdempotencyEvents,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -64,7 +70,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
 
-    const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false };
+    const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false, timeline: { start: performance.now() } };
     return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
         next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
@@ -80,6 +86,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const id: RecordId = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
     attempt.keyHash = hashKey(id);
     const fingerprint = this.fingerprint(route, request);
+    const askedAt = this.cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const cached = this.cache.get(id);
     if (cached) return { outcome: replayable(cached, fingerprint), replayed: true };
     const found = this.replays.likely(route.operation) ? await this.findLive(id, fingerprint) : undefined;
@@ -89,18 +96,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
       (route.lease
         ? await this.phased.execute(id, fingerprint, route, next, request, response, attempt)
         : await this.executeOnce(id, fingerprint, route, next, response, attempt));
-    if (settled.expiresAt) this.cache.set(id, fingerprint, settled.outcome, settled.expiresAt);
+    if (settled.expiresAt && settled.databaseNow) this.cache.set(id, fingerprint, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return settled;
   }
 
-  /** The fast replay: one read by primary key from the pool, no transaction. */
+  /** The fast replay: one read by primary key from the pool, outside any transaction. */
   private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     const { text, values } = IdempotencyStatements.findLive(id);
-    const [row]: RecordRow[] = await this.dataSource.query(text, values);
+    const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
     const record = row && toStoredRecord(row);
     this.replays.observe(id.operation, record?.outcome != null);
     if (!record?.outcome) return undefined;
-    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
   }
 
   private fingerprint(route: IdempotentRoute, request: unknown): string {
@@ -113,32 +120,39 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Claims the key and runs the handler, or replays the record that holds the key. */
   private async executeOnce(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, response: unknown, attempt: AttemptEvent): Promise<Settled> {
-    const runner = this.dataSource.createQueryRunner();
+    const runner = this.served.dataSource.createQueryRunner();
     let transaction: ClaimTransaction | undefined;
     try {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;
           throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
         })
-        .finally(() => (attempt.claimMs = performance.now() - claimStarted));
+        .finally(() => {
+          attempt.claimMs = performance.now() - claimStarted;
+          timeStep(attempt, 'claim', claimStarted);
+        });
       transaction = begun.transaction;
       const [row] = begun.first.rows;
-      this.replays.observe(id.operation, !row?.claimed);
-      if (!row?.claimed) return await this.replayHolder(transaction, id, fingerprint, row, route, attempt);
+      this.replays.observe(id.operation, !row.claimed);
+      if (!row.claimed) return await this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
-      const outcome = await this.runHandler(transaction, runner.manager, route, next, response);
+      const outcome = await this.runHandler(transaction, runner.manager, route, next, response).finally(() => timeStep(attempt, 'handler', handlerStarted));
       attempt.handlerMs = performance.now() - handlerStarted;
-      await transaction.commitWith(IdempotencyStatements.complete(id, outcome)).catch((error: Error) => {
-        this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
-        throw error;
-      });
-      return { outcome, replayed: false, expiresAt: row.expires_at };
+      const commitStarted = performance.now();
+      await transaction
+        .commitWith(IdempotencyStatements.complete(id, outcome))
+        .catch((error: Error) => {
+          this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
+          throw error;
+        })
+        .finally(() => timeStep(attempt, 'commit', commitStarted));
+      return { outcome, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now };
     } catch (error) {
       await transaction?.rollback();
       throw error;
@@ -148,17 +162,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * The key is held. A record the claim's snapshot could see was committed
-   * before it; none means an owner committed while the claim waited on its
-   * row, and a fresh read finds what it recorded.
+   * The key is held. A live record the claim's snapshot could see was
+   * committed before it; none means an owner committed while the claim
+   * waited on its row (a first execution, or a takeover of an expired
+   * record), and a fresh read finds what it recorded. Neither read returns an
+   * expired record: nothing replays, nor answers 422, from one.
    */
   private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
     if (!row) attempt.collided = true;
-    const holder = row ?? (await transaction.query<RecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
+    const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
     await transaction.rollback();
     const record = holder && toStoredRecord(holder as RecordRow);
     if (!record?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt };
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
 
   /**

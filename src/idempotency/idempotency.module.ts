@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { IdempotencyFilter } from './idempotency.filter.js';
@@ -9,6 +10,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
+import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -23,18 +25,27 @@ import { TransactionHost } from './transaction-host.js';
 /**
  * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
  * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
+ * `dataSource: 'main'` serves a named connection instead of the default one.
+ * At startup it checks its table, and fails the boot when the migration in
+ * `idempotencyMigrations` has not run.
  */
 @Module({
   imports: [DiscoveryModule],
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
+    IdempotencyDataSource,
     TransactionHost,
     IdempotencyEvents,
     IdempotencyEventLog,
-    { provide: ReplayCache, useFactory: (options: ResolvedModuleOptions) => new ReplayCache(options.replayCacheSize), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
+    {
+      provide: ReplayCache,
+      useFactory: (options: ResolvedModuleOptions) => new ReplayCache({ maxEntries: options.replayCacheSize, maxBytes: options.replayCacheBytes }),
+      inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
+    },
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     IdempotentRoutes,
     IdempotentRoutesValidator,
+    IdempotencySchemaCheck,
     IdempotencyInterceptor,
     IdempotencyFilter,
     LeaseStore,
@@ -53,6 +64,7 @@ import { TransactionHost } from './transaction-host.js';
   ],
   // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
   exports: [
+    IdempotencyDataSource,
     TransactionHost,
     IdempotencyEvents,
     IdempotencyReaper,

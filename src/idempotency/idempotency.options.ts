@@ -1,8 +1,17 @@
+import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
 export interface IdempotencyModuleOptions {
+  /**
+   * The DataSource the module serves: a connection name as given to
+   * `TypeOrmModule.forRoot({ name })`, or the injection token of a
+   * DataSource provider (`getDataSourceToken('main')`, a class, a symbol).
+   * The claims, the records and the business writes that join them all live
+   * there. Default: the default DataSource.
+   */
+  dataSource?: InjectionToken;
   /** How long, in ms, a recorded outcome replays. Default 24 hours. */
   retention?: number;
   /** The request header that carries the key. Default `Idempotency-Key`. */
@@ -39,8 +48,24 @@ export interface IdempotencyModuleOptions {
    * Completed outcomes kept in process, so that a replay on the same instance
    * costs no database round trip. Exact until each record's `expires_at`,
    * since a completed record never changes; 0 turns it off. Default 10000.
+   * `replayCacheBytes` bounds the same cache by size: whichever bound is
+   * reached first evicts the least recently used outcome.
    */
   replayCacheSize?: number;
+  /**
+   * How many bytes the replay cache may hold, counted in UTF-8: bodies,
+   * header names and values, keys and fingerprints. Bodies over 64 KiB are
+   * never cached. 0 turns the cache off. Default 32 MiB.
+   */
+  replayCacheBytes?: number;
+  /**
+   * Whether the module sends its statements on the claim's connection as
+   * named prepared statements, parsed once per connection. Turn off behind a
+   * pooler that cannot keep them across its server connections: PgBouncer in
+   * transaction or statement mode before 1.21, or without
+   * `max_prepared_statements`. Default true.
+   */
+  preparedStatements?: boolean;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
 }
@@ -101,6 +126,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     .filter((name) => name !== 'set-cookie');
   const reaper = options.reaper || {};
   return {
+    dataSource: options.dataSource ?? 'default',
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),
@@ -110,6 +136,8 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,
     replayCacheSize: options.replayCacheSize ?? 10_000,
+    replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
+    preparedStatements: options.preparedStatements ?? true,
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 10_000,

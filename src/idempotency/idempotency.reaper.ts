@@ -1,10 +1,11 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DataSource } from 'typeorm';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { TransactionHost } from './transaction-host.js';
 
 export interface ReapResult {
   deleted: number;
@@ -17,7 +18,7 @@ export interface ReapResult {
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
- * One batch: finished records expired before $1, at most $2 of them, oldest
+ * One batch: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
  * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
  * plan a TID scan at any table size, whatever the statistics say.
  */
@@ -26,7 +27,7 @@ export const REAP_BATCH = `
     DELETE FROM idempotency_records
      WHERE ctid = ANY (ARRAY(
        SELECT ctid FROM idempotency_records
-        WHERE expires_at <= $1 AND status <> 'in_progress'
+        WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
         ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::int AS deleted FROM gone`;
@@ -48,7 +49,8 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private readonly stopping = new AbortController();
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -61,9 +63,9 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /**
-   * Before the DataSource closes: the operation a pass is resuming is
-   * stopped (and released), deletions end after their current batch, and
-   * shutdown waits for the pass at most `timeBudgetMs`.
+   * Before the DataSource closes: deletions end after their current batch,
+   * the operation a pass is resuming is stopped (and released), and shutdown
+   * waits for the pass at most `timeBudgetMs`.
    */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort(new Error('the application is shutting down'));
@@ -72,24 +74,28 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /**
-   * One scheduled pass, within `timeBudgetMs`: abandoned claims are finished
-   * for up to half of it, then expired records are deleted for the rest (at
-   * least the other half, even when completions fail or overrun). A tick
+   * One scheduled pass, within `timeBudgetMs`: delete expired records for up
+   * to half of it, then finish abandoned claims until it is spent (the
+   * operation still running then is stopped and released for the next
+   * pass), then give deletions that were cut short whatever time the
+   * completer left. The deletion goes first and each step fails on its own,
+   * so that a claim the completer cannot handle never keeps expired records
+   * in the table, and a slow completer never holds up the deletion. A tick
    * during a pass is skipped.
    */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
-      const { timeBudgetMs } = this.options.reaper;
-      const started = Date.now();
+      const { timeBudgetMs, batchSize } = this.options.reaper;
+      const deadline = Date.now() + timeBudgetMs;
+      const reap = (budgetMs: number) => this.reap(undefined, budgetMs).catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
       try {
-        await this.completer.completeAbandoned({ until: started + timeBudgetMs / 2, signal: this.stopping.signal });
-      } catch (error) {
-        this.logger.error(`Reaper pass could not finish abandoned claims: ${(error as Error).message}`);
-      }
-      try {
-        await this.reap(new Date(), Math.max(timeBudgetMs / 2, started + timeBudgetMs - Date.now()));
-      } catch (error) {
-        this.logger.error(`Reaper pass failed: ${(error as Error).message}`);
+        const first = await reap(timeBudgetMs / 2);
+        if (this.stopping.signal.aborted) return;
+        await this.completer
+          .completeAbandoned({ until: deadline, signal: this.stopping.signal })
+          .catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        const cutShort = first && !first.skipped && first.deleted === first.batches * batchSize;
+        if (cutShort && !this.stopping.signal.aborted && Date.now() < deadline) await reap(deadline - Date.now());
       } finally {
         this.pass = undefined;
       }
@@ -97,8 +103,17 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return this.pass;
   }
 
-  /** Deletes finished records that expired before `now`, for up to `budgetMs` (default `timeBudgetMs`). */
-  async reap(now: Date = new Date(), budgetMs = this.options.reaper.timeBudgetMs): Promise<ReapResult> {
+  /**
+   * Deletes finished records that expired by `now`, for up to `budgetMs`
+   * (default `timeBudgetMs`), outside any request's transaction. Without
+   * `now` (as on the timer), expiry is the database's clock, never this
+   * process's: a process clock that runs ahead deletes nothing live.
+   */
+  reap(now?: Date, budgetMs = this.options.reaper.timeBudgetMs): Promise<ReapResult> {
+    return this.transactions.outside(() => this.reapBatches(now, budgetMs));
+  }
+
+  private async reapBatches(now: Date | undefined, budgetMs: number): Promise<ReapResult> {
     const { batchSize } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
@@ -118,11 +133,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
-  private deleteBatch(now: Date, batchSize: number): Promise<number | undefined> {
-    return this.dataSource.transaction(async (manager) => {
+  private deleteBatch(now: Date | undefined, batchSize: number): Promise<number | undefined> {
+    return this.served.dataSource.transaction(async (manager) => {
       const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
       if (!locked) return undefined;
-      const [{ deleted }] = await manager.query(REAP_BATCH, [now, batchSize]);
+      const [{ deleted }] = await manager.query(REAP_BATCH, [now ?? null, batchSize]);
       return deleted;
     });
   }

@@ -28,45 +28,64 @@ export interface RecordRow {
   expires_at: Date;
 }
 
-/** One row of the claim: the claim itself, or the record that holds the key. */
+/** The claim's one row: the claim itself, the live record that holds the key, or neither (`claimed` null). */
 export interface ClaimRow extends Partial<RecordRow> {
-  claimed: boolean;
-  took_over: boolean;
-  expires_at: Date;
+  claimed: boolean | null;
+  took_over: boolean | null;
+  /** The database's `now()`, the instant `expires_at` is measured from. */
+  database_now: Date;
+}
+
+/** A live record, with the database's `now()` at which it was read. */
+export interface LiveRecordRow extends RecordRow {
+  database_now: Date;
 }
 
 /**
  * The SQL of the one-transaction flow, as named prepared statements.
  *
  * The claim inserts an in-progress record, or takes over an expired,
- * finished one (an expired phased claim is the completer's to resolve), with
- * `lock_timeout` set in the same statement. A concurrent owner's uncommitted
- * row makes it wait up to that timeout, then fail with SQLSTATE 55P03. When
- * the key is held, the same statement returns the record, if this
- * statement's snapshot can see it; one committed during the wait needs a
- * second look (`readRecord`).
+ * finished one (an expired phased claim is the completer's to resolve). A
+ * concurrent owner's uncommitted row makes it wait, up to `lock_timeout`,
+ * then fail with SQLSTATE 55P03. The same statement sets that timeout for
+ * its own wait and restores the connection's own afterwards, so the
+ * handler's statements run under the timeout they would have without the
+ * module, and no statement is added for it.
+ *
+ * When the key is held, the claim returns the record, if this statement's
+ * snapshot can see it live. A record committed while the claim waited on its
+ * row (a first execution, or a takeover of an expired record) is newer than
+ * that snapshot, which may still hold the row's expired version: expired
+ * versions are never returned, and a second look (`readRecord`) finds what
+ * the owner committed. Expiry is always the database's clock.
  */
 export const IdempotencyStatements = {
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
     return {
       name: 'idempotency.claim',
-      text: `WITH claim AS (
+      // `wait` reads the connection's lock_timeout before setting the claim's (left to right); the final
+      // projection restores it, and runs only once `found`, and so the claim's wait, is over.
+      text: `WITH wait AS MATERIALIZED (
+               SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
+             claim AS (
                INSERT INTO idempotency_records AS r (scope, operation, key, fingerprint, status, created_at, expires_at)
-               SELECT $1, $2, $3, $4, 'in_progress', now(), now() + $5 * interval '1 millisecond'
-                 FROM (SELECT set_config('lock_timeout', $6, true)) AS wait
+               SELECT $1, $2, $3, $4, 'in_progress', now(), now() + $5 * interval '1 millisecond' FROM wait
                ON CONFLICT (scope, operation, key) DO UPDATE
                  SET fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL,
                      response_headers = NULL, response_body = NULL, created_at = EXCLUDED.created_at,
                      completed_at = NULL, expires_at = EXCLUDED.expires_at
-                 WHERE r.expires_at <= now() AND r.status <> 'in_progress'
-               RETURNING (xmax <> 0) AS took_over, expires_at)
-             SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
-                    NULL::jsonb AS response_headers, NULL AS response_body
-               FROM claim
-             UNION ALL
-             SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-               FROM idempotency_records
-              WHERE scope = $1 AND operation = $2 AND key = $3 AND NOT EXISTS (SELECT 1 FROM claim)`,
+                 WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
+               RETURNING (xmax <> 0) AS took_over, expires_at),
+             found AS (
+               SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
+                      NULL::jsonb AS response_headers, NULL AS response_body
+                 FROM claim
+               UNION ALL
+               SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
+                 FROM idempotency_records
+                WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
+             SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
+               FROM (SELECT) AS one LEFT JOIN found ON true`,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
     };
   },
@@ -75,16 +94,16 @@ export const IdempotencyStatements = {
   findLive(id: RecordId): PreparedStatement {
     return {
       name: 'idempotency.find-live',
-      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
       values: [id.scope, id.operation, id.key],
     };
   },
 
-  /** The record that holds the key, with a fresh snapshot. */
+  /** The live record that holds the key, with a fresh snapshot. */
   readRecord(id: RecordId): PreparedStatement {
     return {
       name: 'idempotency.read',
-      text: `SELECT ${RECORD_COLUMNS} FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3`,
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
       values: [id.scope, id.operation, id.key],
     };
   },

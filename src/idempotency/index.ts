@@ -3,7 +3,7 @@ export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options.js';
 export type { FingerprintFields } from './request-fingerprint.js';
-export { TransactionHost } from './transaction-host.js';
+export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
@@ -17,7 +17,10 @@ export {
   type CommitFailedEvent,
   type ReapedEvent,
   type LeaseExpiredEvent,
+  type AttemptTimeline,
+  type StepTiming,
 } from './events/idempotency-events.js';
+export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
 export type { ReaperOptions } from './idempotency.options.js';
 export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
 export { PhasedClaim } from './phases/phased-claim.js';

@@ -1,10 +1,14 @@
 import { HttpException, StreamableFile } from '@nestjs/common';
 import type { AbstractHttpAdapter } from '@nestjs/core';
-import { UnstorableResponseException } from './idempotency.exceptions.js';
+import { STATUS_CODES } from 'node:http';
+import { type ProblemDetails, UnstorableResponseException } from './idempotency.exceptions.js';
 import type { IdempotentRoute } from './idempotent-route.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 const JSON_CONTENT = 'application/json; charset=utf-8';
+const PROBLEM_CONTENT = 'application/problem+json';
+/** What Nest's exceptions put in their response besides the message: the problem document says it otherwise. */
+const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
 
 /**
  * Turns what a handler returned into the outcome to record. The module sends
@@ -35,12 +39,35 @@ export function successOutcome(status: number, result: unknown, headerOf: (name:
   return { status, headers, body };
 }
 
-/** A recorded error renders as Nest's default exception body would. */
+/**
+ * A recorded error is an RFC 9457 problem document, as every error answered
+ * live should be: `type` (`about:blank` unless the exception's response names
+ * one), `title` (the status text unless named), `status`, and `detail` (the
+ * exception's message), then the response's other fields as extension
+ * members. A replay sends the same bytes with the same content type.
+ */
 export function captureError(error: HttpException): RecordedOutcome {
+  return { status: error.getStatus(), headers: { 'content-type': PROBLEM_CONTENT }, body: JSON.stringify(problemOf(error)) };
+}
+
+function problemOf(error: HttpException): ProblemDetails & Record<string, unknown> {
   const status = error.getStatus();
   const response = error.getResponse();
-  const body = typeof response === 'string' ? { statusCode: status, message: response } : response;
-  return { status, headers: { 'content-type': JSON_CONTENT }, body: JSON.stringify(body) };
+  const fields: Record<string, unknown> = typeof response === 'string' ? { message: response } : { ...(response as object) };
+  const { type, title, detail, status: _status, ...rest } = fields;
+  const extensions = Object.fromEntries(Object.entries(rest).filter(([name]) => !NEST_ERROR_FIELDS.has(name)));
+  return {
+    type: typeof type === 'string' ? type : 'about:blank',
+    title: typeof title === 'string' ? title : (STATUS_CODES[status] ?? 'Error'),
+    status,
+    detail: typeof detail === 'string' ? detail : messageOf(fields.message) ?? error.message,
+    ...extensions,
+  };
+}
+
+function messageOf(message: unknown): string | undefined {
+  if (typeof message === 'string') return message;
+  return Array.isArray(message) ? message.join('; ') : undefined;
 }
 
 function describeUnstorable(result: unknown): string | undefined {

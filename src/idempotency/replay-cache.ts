@@ -1,20 +1,50 @@
+import { performance } from 'node:perf_hooks';
 import type { RecordId } from './idempotency.store.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 interface CachedOutcome {
   fingerprint: string;
   outcome: RecordedOutcome;
-  /** The record's `expires_at`, in ms since the epoch. */
-  expiresAt: number;
+  /** When the entry lapses on each process clock, in ms. */
+  lapsesAt: ClockReading;
+  /** What the entry counts against the byte bound. */
+  bytes: number;
 }
 
-/** Bodies above this are not kept: replays of them read the record. */
-const MAX_CACHED_BODY = 64 * 1024;
+/** The cache's bounds; 0 in either turns it off. */
+export interface ReplayCacheLimits {
+  maxEntries: number;
+  /** Counted in UTF-8 bytes: the body, the header names and values, the key and the fingerprint. */
+  maxBytes: number;
+}
+
+/** The process's wall clock and monotonic clock, in ms. */
+export interface ProcessClocks {
+  wall(): number;
+  monotonic(): number;
+}
+
+/** One reading of both process clocks. */
+export interface ClockReading {
+  wall: number;
+  monotonic: number;
+}
+
+/** When a record expires, as the database said: its `expires_at`, and the database's `now()` when it was read. */
+export interface RecordLifetime {
+  expiresAt: Date;
+  databaseNow: Date;
+}
+
+const SYSTEM_CLOCKS: ProcessClocks = { wall: () => Date.now(), monotonic: () => performance.now() };
+
+/** Bodies above this many bytes are not kept: replays of them read the record. */
+const MAX_CACHED_BODY_BYTES = 64 * 1024;
 
 /**
- * Entries lapse this much before `expires_at` (a database time): a process
- * clock a little behind the database's must not replay a record that another
- * instance may already have taken over.
+ * Entries lapse this much before the record's `expires_at`: the margin
+ * covers the process clocks running slower than the database's (drift) over
+ * an entry's life, and the database's clock stepping forward.
  */
 export const CLOCK_SKEW_MARGIN_MS = 5000;
 
@@ -22,34 +52,83 @@ export const CLOCK_SKEW_MARGIN_MS = 5000;
  * Recorded outcomes, kept in process so that a replay costs no database round
  * trip. A completed record never changes until it expires, so an entry is
  * exact until its `expires_at`; it is keyed by the full (scope, operation,
- * key) and dropped before expiry. Bounded, least recently used first out.
+ * key) and dropped before expiry. Bounded by entries and by bytes, least
+ * recently used first out.
+ *
+ * Expiry is the database's clock: an entry lives for the time the record had
+ * left when the database was asked (`expires_at - now()` in the same
+ * statement), counted on the process's clocks from a reading taken before
+ * asking. The offset between the process's clock and the database's cancels
+ * out, so a process clock set wrong by any amount neither keeps an entry
+ * past the record's expiry nor drops it early. An entry must be live on both
+ * the wall clock and the monotonic clock: a wall clock stepped back, or a
+ * monotonic clock paused while the host slept, cannot extend it.
  */
 export class ReplayCache {
   private readonly entries = new Map<string, CachedOutcome>();
+  private totalBytes = 0;
 
-  constructor(private readonly maxEntries: number) {}
+  constructor(
+    private readonly limits: ReplayCacheLimits,
+    private readonly clocks: ProcessClocks = SYSTEM_CLOCKS,
+  ) {}
 
-  get(id: RecordId, now = Date.now()): CachedOutcome | undefined {
+  /** Both clocks now: read before asking the database about a record, and pass to `set`. */
+  readClocks(): ClockReading {
+    return { wall: this.clocks.wall(), monotonic: this.clocks.monotonic() };
+  }
+
+  get(id: RecordId): CachedOutcome | undefined {
     const key = cacheKey(id);
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     this.entries.delete(key);
-    if (entry.expiresAt - CLOCK_SKEW_MARGIN_MS <= now) return undefined;
+    if (entry.lapsesAt.wall <= this.clocks.wall() || entry.lapsesAt.monotonic <= this.clocks.monotonic()) {
+      this.totalBytes -= entry.bytes;
+      return undefined;
+    }
     this.entries.set(key, entry); // most recently used last
     return entry;
   }
 
-  set(id: RecordId, fingerprint: string, outcome: RecordedOutcome, expiresAt: Date): void {
-    if (this.maxEntries === 0 || (outcome.body?.length ?? 0) > MAX_CACHED_BODY) return;
+  /** Keeps an outcome for the time its record had left, from `askedAt`: a reading taken before the database answered. */
+  set(id: RecordId, fingerprint: string, outcome: RecordedOutcome, lifetime: RecordLifetime, askedAt: ClockReading): void {
+    const { maxEntries, maxBytes } = this.limits;
+    if (maxEntries === 0 || maxBytes === 0) return;
+    const bodyBytes = Buffer.byteLength(outcome.body ?? '');
+    if (bodyBytes > MAX_CACHED_BODY_BYTES) return;
+    const lifeMs = lifetime.expiresAt.getTime() - lifetime.databaseNow.getTime() - CLOCK_SKEW_MARGIN_MS;
+    if (!(lifeMs > 0)) return;
     const key = cacheKey(id);
-    this.entries.delete(key);
-    this.entries.set(key, { fingerprint, outcome, expiresAt: expiresAt.getTime() });
-    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    const bytes = Buffer.byteLength(key) + Buffer.byteLength(fingerprint) + bodyBytes + headerBytes(outcome.headers);
+    if (bytes > maxBytes) return;
+    this.remove(key);
+    this.entries.set(key, { fingerprint, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs }, bytes });
+    this.totalBytes += bytes;
+    while (this.entries.size > maxEntries || this.totalBytes > maxBytes) this.remove(this.entries.keys().next().value!);
   }
 
   get size(): number {
     return this.entries.size;
   }
+
+  /** What the entries count against `maxBytes`. */
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  private remove(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.totalBytes -= entry.bytes;
+  }
+}
+
+function headerBytes(headers: Record<string, string>): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(headers)) bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return bytes;
 }
 
 function cacheKey(id: RecordId): string {

@@ -45,6 +45,12 @@ export class Ledger {
     if (step.fail) throw step.fail;
     return { entry: Number(id), label };
   }
+
+  /** The module's named prepared statements on the connection of the current transaction. */
+  async preparedStatements(): Promise<string[]> {
+    const rows: Array<{ name: string }> = await this.tx.manager.query(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'idempotency.%' ORDER BY name`);
+    return rows.map((row) => row.name);
+  }
 }
 
 interface EntryBody {
@@ -168,6 +174,13 @@ export class EntriesController {
     return this.ledger.write(body.label);
   }
 
+  @Post('prepared')
+  @Idempotent()
+  async prepared(@Body() body: EntryBody) {
+    const { entry } = await this.ledger.write(body.label);
+    return { entry, prepared: await this.ledger.preparedStatements() };
+  }
+
   @Post('text')
   @Idempotent()
   async text(@Body() body: EntryBody) {
@@ -232,9 +245,25 @@ export class EntriesModule {}
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */
 export const tenantFromHeader = (request: { headers: Record<string, string | undefined> }) => request.headers['x-tenant'];
 
-export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}) {
+/** What a suite may change in the DataSource's options: by default the migrations run and nothing synchronizes. */
+export interface LedgerDataSourceOptions {
+  migrationsRun?: boolean;
+  synchronize?: boolean;
+  manualInitialization?: boolean;
+  /** Passed to the pg pool, e.g. `{ options: '-c search_path=other' }`. */
+  extra?: Record<string, unknown>;
+}
+
+export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}, dataSource: LedgerDataSourceOptions = {}) {
   return [
-    TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
+    TypeOrmModule.forRoot({
+      type: 'postgres',
+      url: databaseUrl,
+      entities: [IdempotencyRecord],
+      migrations: idempotencyMigrations,
+      migrationsRun: true,
+      ...dataSource,
+    }),
     IdempotencyModule.forRoot({ tenant: tenantFromHeader, ...options }),
     EntriesModule,
   ];

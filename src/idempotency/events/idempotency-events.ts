@@ -1,8 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { publishOnChannel } from './idempotency-channels.js';
 
 /** How one request to an idempotent route ended. */
 export type AttemptOutcome =
@@ -32,6 +34,34 @@ export interface AttemptEvent {
   handlerMs?: number;
   /** The HTTP status answered. */
   status?: number;
+  /** When each step ran: what tracing builds its spans from. */
+  timeline?: AttemptTimeline;
+}
+
+/**
+ * When an attempt's steps ran, as `performance.now()` readings (milliseconds
+ * since `performance.timeOrigin`, monotonic). A step that did not run is
+ * absent; one that failed still has its end.
+ */
+export interface AttemptTimeline {
+  /** When the module took the request. */
+  start: number;
+  /** Claiming the key, waits on a concurrent owner included (`claimMs`). */
+  claim?: StepTiming;
+  /** The handler, up to its result or its error. */
+  handler?: StepTiming;
+  /** Recording the outcome and committing: phased, the fenced write of the outcome. */
+  commit?: StepTiming;
+}
+
+export interface StepTiming {
+  start: number;
+  end: number;
+}
+
+/** Records that `step` of the attempt ran from `start` (a `performance.now()` reading) until now. */
+export function timeStep(attempt: AttemptEvent, step: 'claim' | 'handler' | 'commit', start: number): void {
+  if (attempt.timeline) attempt.timeline[step] = { start, end: performance.now() };
 }
 
 /** The COMMIT of a claim's transaction failed: the client gets an error, nothing was recorded. */
@@ -65,7 +95,9 @@ export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
 
 /**
  * The outcomes of the module as events: metrics and logs are built on them,
- * and users without Prometheus subscribe here (or pass `onEvent`).
+ * and users without Prometheus subscribe here (or pass `onEvent`). Every
+ * event is also published on its `node:diagnostics_channel` channel
+ * (`IDEMPOTENCY_CHANNELS`), for tracers and APM agents outside Nest's DI.
  */
 @Injectable()
 export class IdempotencyEvents {
@@ -89,6 +121,7 @@ export class IdempotencyEvents {
         // A listener's failure must never fail the request it observes.
       }
     }
+    publishOnChannel(event);
   }
 }
 

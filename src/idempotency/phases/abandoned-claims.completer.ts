@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { TransactionHost } from '../transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
@@ -38,7 +39,8 @@ export interface CompleterPass {
 @Injectable()
 export class AbandonedClaimsCompleter {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
     private readonly leases: LeaseStore,
     private readonly runner: OperationRunner,
     private readonly operations: OperationRegistry,
@@ -50,9 +52,14 @@ export class AbandonedClaimsCompleter {
    * Takes abandoned claims over one after another and ends each. With
    * `until` (a time in ms since the epoch), it takes no claim over after
    * that instant and stops the operation it is resuming then, which is
-   * released for a later pass; `signal` stops it the same way.
+   * released for a later pass; `signal` stops it the same way. It runs
+   * outside any request's transaction.
    */
-  async completeAbandoned({ until, signal, limit = 100 }: CompleterBounds = {}): Promise<CompleterPass> {
+  completeAbandoned(bounds: CompleterBounds = {}): Promise<CompleterPass> {
+    return this.transactions.outside(() => this.completePass(bounds));
+  }
+
+  private async completePass({ until, signal, limit = 100 }: CompleterBounds): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
     const stop = new AbortController();
     const timer = until === undefined ? undefined : setTimeout(() => stop.abort(new Error('the reaper pass ran out of time')), Math.max(0, until - Date.now()));
@@ -62,7 +69,7 @@ export class AbandonedClaimsCompleter {
     try {
       const candidates: Array<RecordId & { owner_token: string | null }> = stop.signal.aborted
         ? []
-        : await this.dataSource.query(
+        : await this.served.dataSource.query(
             `SELECT scope, operation, key, owner_token FROM idempotency_records
               WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
             [limit],

@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
+import { TransactionHost } from '../transaction-host.js';
 
-/** Something that runs SQL: the DataSource (autocommit) or a QueryRunner in a transaction. */
+/** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
 export interface Queryable {
   query(sql: string, parameters?: unknown[]): Promise<any>;
 }
@@ -23,12 +24,22 @@ export type LeasedClaim =
   | { claimed: false; holder: HeldRecord | undefined }
   | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string };
 
-/** The record that holds a key. */
+/** The record that holds a key: a claim, or a finished record that has not expired. */
 export interface HeldRecord extends StoredRecord {
   leaseLive: boolean;
+  /** The database's `now()` when the record was read. */
+  databaseNow: Date;
 }
 
-type ClaimRow = RecordRow & { claimed: boolean; took_over: boolean; attempts: number; phase_results: Record<string, unknown>; run: string; lease_live: boolean };
+type ClaimRow = RecordRow & {
+  claimed: boolean;
+  took_over: boolean;
+  attempts: number;
+  phase_results: Record<string, unknown>;
+  run: string;
+  lease_live: boolean;
+  database_now: Date;
+};
 
 export interface AbandonedClaim {
   resume: ResumeInfo | null;
@@ -55,7 +66,15 @@ const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
  */
 @Injectable()
 export class LeaseStore {
-  constructor(private readonly dataSource: DataSource) {}
+  /** The served DataSource's pool, outside any request's transaction: each statement commits on its own. */
+  readonly pool: Queryable = {
+    query: (sql, parameters) => this.transactions.outside(() => this.served.dataSource.query(sql, parameters)),
+  };
+
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
+  ) {}
 
   /**
    * Claims the key with a lease, in a statement of its own (so it commits at
@@ -70,7 +89,7 @@ export class LeaseStore {
    * (SQLSTATE 55P03 after that).
    */
   async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
-    const rows: ClaimRow[] = await this.dataSource.query(
+    const rows: ClaimRow[] = await this.pool.query(
       `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
        held AS (
          SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
@@ -98,17 +117,17 @@ export class LeaseStore {
          RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run)
        SELECT true AS claimed, took_over, attempts, phase_results, run,
               NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
-              NULL AS response_body, NULL::timestamptz AS expires_at, NULL::boolean AS lease_live
+              NULL AS response_body, NULL::timestamptz AS expires_at, NULL::boolean AS lease_live, NULL::timestamptz AS database_now
          FROM claim
        UNION ALL
-       SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live
-         FROM held WHERE NOT EXISTS (SELECT 1 FROM claim)`,
+       SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live, now()
+         FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
       [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
     );
     const [row] = rows;
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
-    // No row: the key is held by a claim this statement's snapshot could not see yet.
-    return { claimed: false, holder: row && { ...toStoredRecord(row), leaseLive: row.lease_live } };
+    // No row: the key is held by a claim this statement's snapshot could not see yet (an expired record is never a holder).
+    return { claimed: false, holder: row && { ...toStoredRecord(row), leaseLive: row.lease_live, databaseNow: row.database_now } };
   }
 
   /**
@@ -118,7 +137,7 @@ export class LeaseStore {
    */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
     const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null; run: string }> =
-      await this.dataSource.query(
+      await this.pool.query(
         `WITH free AS (
            SELECT ctid FROM idempotency_records
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
@@ -137,7 +156,7 @@ export class LeaseStore {
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
   async discardUnstarted(id: RecordId, owner: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
+    const rows: unknown[] = await this.pool.query(
       `WITH gone AS (DELETE FROM idempotency_records WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
        SELECT 1 FROM gone`,
       [id.scope, id.operation, id.key, owner],
@@ -167,7 +186,7 @@ export class LeaseStore {
    * undefined when `owner` no longer holds the claim.
    */
   async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<ResumeInfo | undefined> {
-    const rows: Array<{ resume: ResumeInfo }> = await this.dataSource.query(
+    const rows: Array<{ resume: ResumeInfo }> = await this.pool.query(
       `WITH fenced AS (
          UPDATE idempotency_records SET resume = coalesce(resume, $5::jsonb)
           WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING resume)
@@ -179,13 +198,13 @@ export class LeaseStore {
 
   /** Lets the lease lapse now, so that a retry resumes at once. */
   async release(id: RecordId, owner: string): Promise<boolean> {
-    return this.fenced(this.dataSource, `lease_expires_at = now()`, id, owner, []);
+    return this.fenced(this.pool, `lease_expires_at = now()`, id, owner, []);
   }
 
   /** Records the outcome; `failed` with a reason for an operation that cannot be completed. */
   async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
     return this.fenced(
-      this.dataSource,
+      this.pool,
       `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
        completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
       id,

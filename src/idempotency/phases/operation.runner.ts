@@ -1,7 +1,7 @@
 import { HttpException, Inject, Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { captureError, successOutcome } from '../outcome-capture.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
@@ -29,7 +29,7 @@ export type RunEnding =
 export class OperationRunner {
   constructor(
     private readonly leases: LeaseStore,
-    private readonly dataSource: DataSource,
+    private readonly served: IdempotencyDataSource,
     private readonly transactions: TransactionHost,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
@@ -68,7 +68,7 @@ export class OperationRunner {
   private async run(operation: PhasedOperation<unknown, unknown>, input: unknown, ownership: Omit<Ownership, 'signal'>, stop?: AbortSignal): Promise<unknown> {
     const aborted = new AbortController();
     const heartbeat = setInterval(() => {
-      this.leases.renew(this.dataSource, ownership.id, ownership.owner, ownership.leaseMs).then(
+      this.leases.renew(this.leases.pool, ownership.id, ownership.owner, ownership.leaseMs).then(
         (held) => held || aborted.abort(new LeaseLostError()),
         () => undefined, // a failed renewal is retried on the next beat; the lease still has time
       );
@@ -85,7 +85,7 @@ export class OperationRunner {
     stop?.addEventListener('abort', onStop, { once: true });
     try {
       if (stop?.aborted) throw stop.reason;
-      const running = operation.run(input, new Phases({ ...ownership, signal: aborted.signal }, this.leases, this.dataSource, this.transactions));
+      const running = operation.run(input, new Phases({ ...ownership, signal: aborted.signal }, this.leases, this.served.dataSource, this.transactions));
       if (!stop) return await running;
       running.catch(() => undefined); // once stopped, how it ends is nobody's to hear
       return await Promise.race([running, stopped]);

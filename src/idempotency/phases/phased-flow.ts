@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
-import type { AttemptEvent } from '../events/idempotency-events.js';
+import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import {
@@ -69,8 +69,11 @@ export class PhasedFlow {
     const owner = randomUUID();
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
-    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => (attempt.claimMs = performance.now() - claimStarted));
-    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt };
+    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => {
+      attempt.claimMs = performance.now() - claimStarted;
+      timeStep(attempt, 'claim', claimStarted);
+    });
+    if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt, databaseNow: claimed.databaseNow };
     if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
@@ -90,18 +93,23 @@ export class PhasedFlow {
     const handlerStarted = performance.now();
     let handled: { result: unknown } | { error: unknown };
     try {
+      // No transaction is current here: the claim has committed, and each local phase opens its own.
+      // A write outside a local phase (before run(), in an external phase) therefore joins nothing and
+      // runs on the pool, committing on its own as outside a request, rather than join a closed
+      // transaction; database writes belong in phases.local().
       handled = { result: await lastValueFrom(next.handle(), { defaultValue: undefined }) };
     } catch (error) {
       handled = { error };
     }
-    attempt.handlerMs = performance.now() - handlerStarted;
     // Once its input is stored, an operation has an ending; before, it never started, and nothing can have happened.
     const ending = await running?.catch(() => undefined);
+    attempt.handlerMs = performance.now() - handlerStarted;
+    timeStep(attempt, 'handler', handlerStarted);
     if (ending) return this.settle(ending, handled, route);
 
-    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route);
+    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, attempt);
     const { error } = handled;
-    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route);
+    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route, attempt);
     // The key is freed, as in a rollback.
     if (!(await this.leases.discardUnstarted(id, owner).catch(() => false))) await this.leases.release(id, owner).catch(() => undefined);
     throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
@@ -143,8 +151,10 @@ export class PhasedFlow {
     return { outcome: ending.outcome, replayed: false };
   }
 
-  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute): Promise<Settled> {
-    if (!(await this.leases.finish(id, owner, outcome, route.retention))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
+    const commitStarted = performance.now();
+    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => timeStep(attempt, 'commit', commitStarted));
+    if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome, replayed: false };
   }
 
@@ -160,7 +170,7 @@ export class PhasedFlow {
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date } | Extract<LeasedClaim, { claimed: true }>> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | Extract<LeasedClaim, { claimed: true }>> {
     const deadline = Date.now() + route.wait;
     for (let poll = 0; ; poll++) {
       const lockTimeoutMs = Math.min(CLAIM_LOCK_TIMEOUT_MS, deadline - Date.now());
@@ -171,7 +181,7 @@ export class PhasedFlow {
       if (claim.claimed) return claim;
       const holder = claim.holder;
       if (holder && holder.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt };
+      if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt, databaseNow: holder.databaseNow };
       if (!holder || holder.leaseLive) attempt.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);

@@ -51,7 +51,9 @@ export class Phases {
 
   /**
    * Runs database work in a transaction of its own, which also advances the
-   * recovery point and stores the result: both commit, or neither.
+   * recovery point and stores the result: both commit, or neither. Inside
+   * `work`, `TransactionHost.manager` is that transaction, and writes through
+   * injected repositories and the DataSource join it.
    */
   async local<T>(phase: string, work: () => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
@@ -80,15 +82,16 @@ export class Phases {
    * the run (scope, operation, key, claim instant) and the phase: a repeat of
    * the call in the same run, after a crash, a failure or a takeover, carries
    * the same key, so the service deduplicates it; a new run of the key after
-   * its record expired gets new keys.
+   * its record expired gets new keys. No transaction is open during the
+   * call: database writes made in it commit on their own.
    */
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
     this.ownership.signal.throwIfAborted();
     const { id, owner, leaseMs, signal, claimedAt } = this.ownership;
-    if (!(await this.leases.renew(this.dataSource, id, owner, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.renew(this.leases.pool, id, owner, leaseMs))) throw new LeaseLostError();
     const resultJson = toJson(await call(downstreamKey({ ...id, claimedAt }, phase), signal));
-    if (!(await this.leases.savePhase(this.dataSource, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.savePhase(this.leases.pool, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
 

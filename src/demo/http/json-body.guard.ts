@@ -1,0 +1,46 @@
+import { BadRequestException, type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
+
+/** How deep a JSON body may nest: objects and arrays within one another. */
+const MAX_JSON_DEPTH = 32;
+
+/** NUL, which PostgreSQL's text and jsonb cannot hold, and unpaired surrogates, which UTF-8 cannot encode. */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Why a parsed JSON body is refused, or undefined when it is fine: nested
+ * deeper than `MAX_JSON_DEPTH` (validation walks bodies recursively, and a
+ * few thousand levels overflow its stack), or a string or property name
+ * PostgreSQL cannot store. Walks the body without recursion, so any depth is
+ * safe to check.
+ */
+function unacceptableJson(body: unknown): string | undefined {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value: body, depth: 1 }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { value, depth } = next;
+    if (typeof value === 'string') {
+      if (UNSTORABLE.test(value)) return 'The JSON body holds a NUL character or an unpaired surrogate, which cannot be stored.';
+      continue;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth > MAX_JSON_DEPTH) return `The JSON body nests deeper than ${MAX_JSON_DEPTH} levels.`;
+    for (const [name, member] of Object.entries(value)) {
+      if (UNSTORABLE.test(name)) return 'The JSON body holds a NUL character or an unpaired surrogate, which cannot be stored.';
+      pending.push({ value: member, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Refuses, with 400, a JSON body `unacceptableJson` finds fault with. A
+ * guard, so that it runs once the body is parsed (on either adapter) and
+ * before any interceptor claims a key or pipe validates: nothing is stored.
+ */
+@Injectable()
+export class JsonBodyGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const reason = unacceptableJson(context.switchToHttp().getRequest<{ body?: unknown }>().body);
+    if (reason !== undefined) throw new BadRequestException(reason);
+    return true;
+  }
+}

@@ -1,0 +1,121 @@
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+
+/** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
+export type JoinableTransaction = () => QueryRunner | undefined;
+
+interface Join {
+  /** One per TransactionHost serving the DataSource (one per app, as a rule). */
+  readonly sources: Set<JoinableTransaction>;
+  restore(): void;
+}
+
+const joins = new WeakMap<DataSource, Join>();
+
+/**
+ * Makes the DataSource's own paths join the caller's transaction.
+ *
+ * Why: Nest code writes through `@InjectRepository()` repositories, the
+ * injected EntityManager, `dataSource.manager`, `dataSource.getRepository()`
+ * and `dataSource.query()`. None of them knows the module's transaction, so
+ * inside an idempotent request each took a pool connection of its own and
+ * committed on its own: a handler that wrote and then threw kept its row.
+ *
+ * How, in TypeORM 1.1.1 (checked against its compiled code): every operation
+ * of an EntityManager, and of every Repository (whose `manager` is an own
+ * property set in its constructor, a reference to the manager), runs on the
+ * manager's `queryRunner`; on the DataSource's default manager it is unset,
+ * which means a fresh pool connection per operation. So an accessor on that
+ * one manager object, returning the caller's QueryRunner, sends all of them
+ * into the transaction: repositories of `getRepository()` and
+ * `@InjectRepository()` (including `createQueryBuilder()`, `query()`,
+ * `extend()`), `dataSource.manager`, and `dataSource.transaction()`, which
+ * on a runner already in a transaction opens a savepoint. `dataSource.query()`
+ * and `dataSource.createQueryBuilder()` take a QueryRunner argument instead,
+ * so they get the caller's when given none. `getRepository()` keeps building
+ * its cached repositories without one, or a repository first asked for
+ * inside a request would stay bound to that request's connection.
+ *
+ * Narrow on purpose: instance properties of the DataSources the module
+ * serves, nothing on any prototype. A manager with a QueryRunner of its own
+ * (a user's explicit transaction, `createQueryRunner().manager`) is another
+ * object and keeps its runner. Outside a transaction (`joinable` returns
+ * undefined) everything runs exactly as before.
+ *
+ * @returns the undo: once every TransactionHost that joined a DataSource has
+ * undone its join, the DataSource is as TypeORM made it.
+ */
+export function joinTransactions(dataSource: DataSource, joinable: JoinableTransaction): () => void {
+  let join = joins.get(dataSource);
+  if (!join) {
+    const sources = new Set<JoinableTransaction>();
+    join = { sources, restore: install(dataSource, () => firstOf(sources)) };
+    joins.set(dataSource, join);
+  }
+  const joined = join;
+  joined.sources.add(joinable);
+  return () => {
+    joined.sources.delete(joinable);
+    if (joined.sources.size > 0 || joins.get(dataSource) !== joined) return;
+    joined.restore();
+    joins.delete(dataSource);
+  };
+}
+
+function firstOf(sources: Set<JoinableTransaction>): QueryRunner | undefined {
+  for (const joinable of sources) {
+    const runner = joinable();
+    if (runner) return runner;
+  }
+  return undefined;
+}
+
+type Method = (...args: any[]) => any;
+
+function install(dataSource: DataSource, current: JoinableTransaction): () => void {
+  const manager: EntityManager = dataSource.manager;
+  if (manager.queryRunner) throw new Error('The default EntityManager of this DataSource has a QueryRunner: TypeORM changed how it builds it.');
+  let buildingRepository = false;
+  const unbound = (build: Method): Method =>
+    function (this: EntityManager, ...args) {
+      buildingRepository = true;
+      try {
+        return build.apply(this, args);
+      } finally {
+        buildingRepository = false;
+      }
+    };
+  const undo = [
+    override(manager, 'queryRunner', { get: () => (buildingRepository ? undefined : current()) }),
+    wrap(manager, 'getRepository', unbound),
+    wrap(manager, 'getTreeRepository', unbound),
+    wrap(dataSource, 'query', (query) =>
+      function (this: DataSource, sql: string, parameters?: unknown[], queryRunner?: QueryRunner) {
+        return query.call(this, sql, parameters, queryRunner ?? current());
+      },
+    ),
+    wrap(dataSource, 'createQueryBuilder', (createQueryBuilder) =>
+      // With an alias the QueryRunner is the third argument; without one, the only argument.
+      function (this: DataSource, entityOrRunner?: unknown, alias?: string, queryRunner?: QueryRunner) {
+        return alias
+          ? createQueryBuilder.call(this, entityOrRunner, alias, queryRunner ?? current())
+          : createQueryBuilder.call(this, entityOrRunner ?? current());
+      },
+    ),
+  ];
+  return () => undo.reverse().forEach((restore) => restore());
+}
+
+/** Replaces a method by an own property wrapping it. */
+function wrap<T extends object>(target: T, key: keyof T & string, wrapper: (previous: Method) => Method): () => void {
+  return override(target, key, { value: wrapper(target[key] as Method), writable: true });
+}
+
+/** Defines an own property, and returns how to put back what was there. */
+function override(target: object, key: PropertyKey, descriptor: PropertyDescriptor): () => void {
+  const before = Object.getOwnPropertyDescriptor(target, key);
+  Object.defineProperty(target, key, { configurable: true, enumerable: false, ...descriptor });
+  return () => {
+    if (before) Object.defineProperty(target, key, before);
+    else delete (target as Record<PropertyKey, unknown>)[key];
+  };
+}

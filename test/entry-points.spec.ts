@@ -1,0 +1,41 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/** The packages a compiled entry point loads, following its static imports (lazy `import()`s excluded). */
+function packagesLoadedBy(entry: string): Set<string> {
+  const packages = new Set<string>();
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const source = readFileSync(file, 'utf8');
+    for (const [, specifier] of source.matchAll(/^\s*(?:import|export)\s(?:[^;'"]*?\sfrom\s)?\s*['"]([^'"]+)['"]/gm)) {
+      if (specifier.startsWith('.')) visit(resolve(dirname(file), specifier));
+      else packages.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]);
+    }
+  };
+  visit(resolve('dist', entry));
+  return packages;
+}
+
+const TEST_FRAMEWORKS = ['jest', '@jest/globals', 'vitest', 'supertest', '@nestjs/testing'];
+
+// Built by `npm test` (tsc) before Jest runs.
+describe('entry points load only what they need', () => {
+  it('the core loads no optional integration and no test framework', () => {
+    const loaded = packagesLoadedBy('src/idempotency/index.js');
+    expect(loaded).toContain('@nestjs/common');
+    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
+  });
+
+  it('the testing kit loads no test framework and no HTTP client besides fetch', () => {
+    const loaded = packagesLoadedBy('src/testing/index.js');
+    expect(loaded).toContain('pg');
+    for (const avoided of [...TEST_FRAMEWORKS, '@opentelemetry/api', 'prom-client']) expect(loaded).not.toContain(avoided);
+  });
+
+  it('the tracing entry point loads @opentelemetry/api, and prom-client only the metrics one', () => {
+    expect(packagesLoadedBy('src/idempotency/tracing/index.js')).toContain('@opentelemetry/api');
+    expect(packagesLoadedBy('src/idempotency/metrics/index.js')).toContain('prom-client');
+  });
+});
