@@ -1,4 +1,6 @@
 import { HttpException, Inject, Injectable } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import type { StepTiming } from '../events/idempotency-events.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
@@ -14,10 +16,14 @@ import { LeaseLostError, type Ownership, Phases } from './phases.js';
  * success, or an error the route stores), unfinished (the lease is released
  * for a retry or the completer), or lost to another owner.
  */
-export type RunEnding =
+export type RunEnding = (
   | { kind: 'recorded'; outcome: RecordedOutcome; output?: unknown; error?: HttpException }
   | { kind: 'unfinished'; error: unknown }
-  | { kind: 'lost' };
+  | { kind: 'lost' }
+) & {
+  /** When the fenced write of the outcome ran, if it did. */
+  recording?: StepTiming;
+};
 
 /**
  * Runs a phased operation for one owner, keeping its lease alive meanwhile
@@ -57,11 +63,14 @@ export class OperationRunner {
       }
       recorded = { kind: 'recorded', outcome: captureError(error), error };
     }
+    const start = performance.now();
     try {
-      return (await this.leases.finish(id, owner, recorded.outcome, retention)) ? recorded : { kind: 'lost' };
+      const finished = await this.leases.finish(id, owner, recorded.outcome, retention);
+      const recording = { start, end: performance.now() };
+      return finished ? { ...recorded, recording } : { kind: 'lost', recording };
     } catch (error) {
       // Whether it was recorded is unknown: a retry replays it, or resumes and records it.
-      return { kind: 'unfinished', error };
+      return { kind: 'unfinished', error, recording: { start, end: performance.now() } };
     }
   }
 

@@ -103,8 +103,13 @@ export class PhasedFlow {
     }
     // Once its input is stored, an operation has an ending; before, it never started, and nothing can have happened.
     const ending = await running?.catch(() => undefined);
-    attempt.handlerMs = performance.now() - handlerStarted;
-    timeStep(attempt, 'handler', handlerStarted);
+    // The handler's step ends where the operation's outcome is written: that write is the commit step.
+    const handlerEnded = ending?.recording?.start ?? performance.now();
+    attempt.handlerMs = handlerEnded - handlerStarted;
+    if (attempt.timeline) {
+      attempt.timeline.handler = { start: handlerStarted, end: handlerEnded };
+      if (ending?.recording) attempt.timeline.commit = ending.recording;
+    }
     if (ending) return this.settle(ending, handled, route);
 
     if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, attempt);
