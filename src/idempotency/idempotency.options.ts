@@ -30,8 +30,9 @@ export interface IdempotencyModuleOptions {
   replayHeaders?: readonly string[];
   /**
    * How long, in ms, a duplicate waits for an in-flight request with the same
-   * key before it gets 409 with `Retry-After`. It holds a pool connection
-   * while it waits. Default 1000.
+   * key before it gets 409 with `Retry-After`. On a one-transaction route
+   * it holds a pool connection while it waits on the owner's row; on a
+   * phased route it polls, and holds none between polls. Default 1000.
    */
   wait?: number;
   /**

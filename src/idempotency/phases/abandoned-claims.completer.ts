@@ -79,7 +79,7 @@ export class AbandonedClaimsCompleter {
         const owner = randomUUID();
         const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
         if (!claim) continue;
-        const { result, reason } = await this.finish(id, owner, claim, stop.signal);
+        const { result, reason } = await this.resolve(id, owner, claim, stop.signal);
         pass[result]++;
         this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
       }
@@ -90,7 +90,8 @@ export class AbandonedClaimsCompleter {
     return pass;
   }
 
-  private async finish(id: RecordId, owner: string, claim: AbandonedClaim, stop: AbortSignal): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
+  /** Ends one claim this completer took over: discarded, marked failed, or its operation resumed to its ending. */
+  private async resolve(id: RecordId, owner: string, claim: AbandonedClaim, stop: AbortSignal): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
     if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
     const handler = this.operations.get(claim.resume.operation);
     const giveUp = !handler
