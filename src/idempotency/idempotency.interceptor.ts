@@ -31,6 +31,9 @@ import { TransactionHost } from './transaction-host.js';
 const SAVEPOINT_NAME = 'idempotency_claim';
 const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 
+/** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
+const entered = new WeakSet<object>();
+
 /** What the flow settled on for one request. */
 export interface Settled {
   outcome: RecordedOutcome;
@@ -66,6 +69,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = context.getType() === 'http' ? this.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const request = context.switchToHttp().getRequest();
+    // A class-level and a handler's own @Idempotent() each bind the interceptor: the outer one runs the flow.
+    if (entered.has(request)) return next.handle();
+    entered.add(request);
     const response = context.switchToHttp().getResponse();
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
@@ -126,7 +132,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, route.retention, route.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.storeErrors.size > 0 ? [SAVEPOINT] : []))
+      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(route.recordsErrors ? [SAVEPOINT] : []))
         .catch((error: unknown) => {
           if (!isLockTimeout(error)) throw error;
           attempt.collided = true;
@@ -179,8 +185,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /**
    * Runs the handler with the claim's transaction as the current one. A
-   * failure listed in `storeErrors` undoes the handler's writes only (back to
-   * the savepoint after the claim) and becomes the recorded outcome.
+   * failure that `storeErrors` lists or `storeIf` selects undoes the
+   * handler's writes only (back to the savepoint after the claim) and
+   * becomes the recorded outcome.
    */
   private async runHandler(transaction: ClaimTransaction, manager: EntityManager, route: IdempotentRoute, next: CallHandler, response: unknown): Promise<RecordedOutcome> {
     try {
@@ -188,7 +195,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const result = await this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
       return captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
-      if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) throw error;
+      if (!route.storesError(error)) throw error;
       await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
       return captureError(error);
     }

@@ -1,4 +1,4 @@
-import type { InjectionToken } from '@nestjs/common';
+import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
@@ -69,6 +69,19 @@ export interface IdempotencyModuleOptions {
   preparedStatements?: boolean;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * Interceptors you vouch for: they may run around `@Idempotent()` routes.
+   * The module records a handler's outcome inside every interceptor bound
+   * around it (global ones, and those bound outside `@Idempotent()`). It
+   * refuses to start while a `ClassSerializerInterceptor` (or a subclass)
+   * not listed here runs around one, and warns once at startup about any
+   * other interceptor not listed here, since it cannot tell whether it
+   * reshapes bodies. Classes (matched exactly) or instances. Default none.
+   *
+   * @example
+   * IdempotencyModule.forRoot({ allowInterceptorsAround: [RequestLoggingInterceptor] })
+   */
+  allowInterceptorsAround?: ReadonlyArray<Type<NestInterceptor> | NestInterceptor>;
 }
 
 /** How the reaper deletes expired records and finishes abandoned claims. */
@@ -102,9 +115,22 @@ export interface IdempotentOptions {
   wait?: number;
   /**
    * 4xx statuses of deterministic failures to record and replay, such as 402.
-   * Any other error rolls back and releases the key. Default none.
+   * Any other error rolls back and releases the key. Default none. A
+   * shorthand of `storeIf`: give one or the other.
    */
   storeErrors?: readonly number[];
+  /**
+   * Which failures to record and replay: called with the status and the
+   * `HttpException` of each 4xx failure of the handler (validation errors
+   * included); `true` records it, and its writes are undone. 5xx failures are
+   * never recorded and never reach it: their writes rolled back, so a retry
+   * runs again. Not for phased routes, whose abandoned operations the reaper
+   * finishes without the route: use `storeErrors` there. Default none.
+   *
+   * @example
+   * @Idempotent({ storeIf: (status, error) => status === 409 || (status === 402 && error instanceof CardDeclinedException) })
+   */
+  storeIf?: StoreErrorIf;
   /**
    * Run as a phased operation, for handlers with external side effects: the
    * claim commits first, under a lease, and the handler runs a
@@ -115,9 +141,26 @@ export interface IdempotentOptions {
   lease?: number;
 }
 
+/** Decides whether a 4xx failure of a handler is recorded and replayed. */
+export type StoreErrorIf = (status: number, error: HttpException) => boolean;
+
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent'>> {
+  /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
+  tenantConfigured: boolean;
   onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
+}
+
+/**
+ * A handler's options over its controller's class-level ones: the handler's
+ * win option by option (unset ones come from the class). `storeErrors` and
+ * `storeIf` are one rule: a handler that gives either replaces the class's.
+ */
+export function mergeRouteOptions(classOptions: IdempotentOptions, handlerOptions: IdempotentOptions): IdempotentOptions {
+  const own = Object.fromEntries(Object.entries(handlerOptions).filter(([, value]) => value !== undefined)) as IdempotentOptions;
+  const { storeErrors, storeIf, ...rest } = classOptions;
+  const errorRule = own.storeErrors !== undefined || own.storeIf !== undefined ? {} : { storeErrors, storeIf };
+  return { ...rest, ...errorRule, ...own };
 }
 
 /** The one place module defaults live. */
@@ -131,6 +174,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),
+    tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
     lease: options.lease ?? 30_000,
@@ -139,6 +183,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
       enabled: options.reaper !== false,
       intervalMs: reaper.intervalMs ?? 10_000,

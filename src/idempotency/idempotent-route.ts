@@ -1,8 +1,8 @@
-import { HttpStatus, Inject, Injectable, RequestMethod } from '@nestjs/common';
+import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
-import { type IdempotentOptions, type ResolvedModuleOptions } from './idempotency.options.js';
-import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { fingerprintFieldsOf } from './request-fingerprint.js';
 
@@ -16,7 +16,12 @@ export interface IdempotentRoute {
   retryAfterSeconds: number;
   /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
   successStatus: number;
+  /** The statuses `storeErrors` lists: what a phased operation records, even when the reaper finishes it. */
   storeErrors: ReadonlySet<number>;
+  /** Whether some failures may be recorded, so the flow keeps a savepoint to undo the handler's writes to. */
+  recordsErrors: boolean;
+  /** Whether a failure of the handler is recorded and replayed: a 4xx `HttpException` that `storeErrors` lists or `storeIf` selects; never a 5xx. */
+  storesError(error: unknown): error is HttpException;
   /** Set for phased routes: the lease of their claims, in ms. */
   lease: number | undefined;
   replayHeaders: readonly string[];
@@ -24,10 +29,23 @@ export interface IdempotentRoute {
   fingerprintFieldsOf(request: unknown): unknown;
 }
 
-/** Reads `@Idempotent()` metadata once per handler and keeps the result. */
+/** The request methods a class-level `@Idempotent()` covers. */
+const COVERED_BY_CLASS: ReadonlySet<RequestMethod> = new Set([RequestMethod.POST, RequestMethod.PUT, RequestMethod.PATCH, RequestMethod.DELETE]);
+
+/** Route options that name one handler's work, and so have no meaning on a class. */
+const HANDLER_ONLY: ReadonlyArray<keyof IdempotentOptions> = ['operation', 'phases'];
+
+/**
+ * Reads `@Idempotent()` metadata once per handler and keeps the result. A
+ * handler's own `@Idempotent(options)` is merged over its class's (see
+ * `mergeRouteOptions`); a class-level one alone covers POST, PUT, PATCH and
+ * DELETE handlers; `@SkipIdempotency()` leaves a handler out.
+ */
 @Injectable()
 export class IdempotentRoutes {
-  private readonly routes = new Map<Function, IdempotentRoute | null>();
+  /** By controller, then handler: a base class's handler may be idempotent in one subclass and not another. */
+  private readonly routes = new Map<Function, Map<Function, IdempotentRoute | null>>();
+  private readonly logger = new Logger('Idempotency');
 
   constructor(
     private readonly reflector: Reflector,
@@ -36,49 +54,122 @@ export class IdempotentRoutes {
 
   /** The route's settings, or undefined where the handler is not `@Idempotent()`. */
   of(controller: Function, handler: Function): IdempotentRoute | undefined {
-    let route = this.routes.get(handler);
+    let handlers = this.routes.get(controller);
+    if (!handlers) this.routes.set(controller, (handlers = new Map()));
+    let route = handlers.get(handler);
     if (route === undefined) {
-      const options = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+      const options = this.optionsOf(controller, handler);
       route = options ? this.build(options, controller, handler) : null;
-      this.routes.set(handler, route);
+      handlers.set(handler, route);
     }
     return route ?? undefined;
+  }
+
+  /** The options that apply to a handler, from its own and its class's decorators; undefined where none do. */
+  private optionsOf(controller: Function, handler: Function): IdempotentOptions | undefined {
+    const own = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
+    const skipped = this.reflector.get<boolean | undefined>(SKIP_IDEMPOTENCY, handler) === true;
+    if (own && skipped) {
+      throw new IdempotencyConfigurationError(`${controller.name}.${handler.name} has both @Idempotent() and @SkipIdempotency(): keep one.`);
+    }
+    if (skipped) return undefined;
+    const inherited = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, controller);
+    if (inherited) {
+      const named = HANDLER_ONLY.filter((option) => inherited[option] !== undefined);
+      if (named.length > 0) {
+        throw new IdempotencyConfigurationError(
+          `@Idempotent() on the class ${controller.name}: ${named.join(' and ')} name${named.length === 1 ? 's' : ''} one handler's work, and would be shared by every handler it covers. Set ${named.length === 1 ? 'it' : 'them'} in @Idempotent() on the handler.`,
+        );
+      }
+    }
+    if (own) return inherited ? mergeRouteOptions(inherited, own) : own;
+    const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
+    return inherited && method !== undefined && COVERED_BY_CLASS.has(method) ? inherited : undefined;
   }
 
   private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {
     const where = `@Idempotent() on ${controller.name}.${handler.name}`;
     const method: RequestMethod = Reflect.getMetadata(METHOD_METADATA, handler) ?? RequestMethod.GET;
-    const storeErrors = new Set(options.storeErrors ?? []);
-    for (const status of storeErrors) {
-      if (!Number.isInteger(status) || status < 400 || status > 499) {
-        throw new IdempotencyConfigurationError(`${where}: storeErrors may list 4xx statuses only, got ${status}. 5xx failures are never recorded, so a retry runs again.`);
-      }
-    }
+    const storesError = errorRuleOf(options, where);
     const retention = options.retention ?? this.options.retention;
     const wait = options.wait ?? this.options.wait;
     if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
+    const operation = options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
     const tenantOf = this.options.tenant;
+    const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     return {
-      operation: options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`,
+      operation,
       headerName: this.options.headerName,
       required: options.required ?? true,
       retention,
       wait,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
-      storeErrors,
+      storeErrors: new Set(options.storeErrors ?? []),
+      recordsErrors: (options.storeErrors?.length ?? 0) > 0 || options.storeIf !== undefined,
+      storesError,
       lease: options.phases ? (options.lease ?? this.options.lease) : undefined,
       replayHeaders: this.options.replayHeaders,
       // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
       scopeOf: (request) => {
+        warnIfUsersShareScope(request);
         const tenant = tenantOf(request);
         return (tenant === undefined || tenant === null ? 'anonymous' : `tenant:${encodeURIComponent(tenant)}`) + version;
       },
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
     };
   }
+
+  /**
+   * Without a tenant resolver every request shares one scope of keys, which
+   * is right for an app without users; a request with `user` set says the app
+   * has them. Warns once per route, at the first such request.
+   */
+  private sharedScopeWarning(route: string): (request: unknown) => void {
+    let warned = false;
+    return (request) => {
+      if (warned || (request as { user?: unknown } | null)?.user == null) return;
+      warned = true;
+      this.logger.warn(
+        `${route}: requests carry req.user, but IdempotencyModule has no tenant resolver, so all users share one scope of keys ` +
+          `and one user's key replays another's response. Scope keys by tenant or user: IdempotencyModule.forRoot({ tenant: (request) => request.user.tenantId }).`,
+      );
+    };
+  }
+}
+
+/**
+ * Which failures a route records: `storeErrors` lists 4xx statuses, `storeIf`
+ * selects among 4xx failures. A 5xx is never recorded: its writes rolled
+ * back, so the retry is safe and should run again.
+ */
+function errorRuleOf(options: IdempotentOptions, where: string): (error: unknown) => error is HttpException {
+  const { storeErrors, storeIf } = options;
+  if (storeErrors !== undefined && storeIf !== undefined) {
+    throw new IdempotencyConfigurationError(`${where}: give storeErrors or storeIf, not both. storeErrors: [402] is storeIf: (status) => status === 402.`);
+  }
+  if (storeIf !== undefined && typeof storeIf !== 'function') {
+    throw new IdempotencyConfigurationError(`${where}: storeIf must be a function (status, error) => boolean, got ${typeof storeIf}.`);
+  }
+  if (storeIf && options.phases) {
+    throw new IdempotencyConfigurationError(
+      `${where}: a phased route takes storeErrors, not storeIf: the reaper finishes an abandoned phased operation without the route, from the statuses stored with its claim.`,
+    );
+  }
+  const listed = new Set(storeErrors ?? []);
+  for (const status of listed) {
+    if (!isClientError(status)) {
+      throw new IdempotencyConfigurationError(`${where}: storeErrors may list 4xx statuses only, got ${status}. 5xx failures are never recorded, so a retry runs again.`);
+    }
+  }
+  const selects = storeIf ?? ((status: number) => listed.has(status));
+  return (error): error is HttpException => error instanceof HttpException && isClientError(error.getStatus()) && Boolean(selects(error.getStatus(), error));
+}
+
+function isClientError(status: number): boolean {
+  return Number.isInteger(status) && status >= 400 && status <= 499;
 }
 
 /** `/orders/:id/payments` from the controller's and the method's paths. */

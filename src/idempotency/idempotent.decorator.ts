@@ -2,24 +2,51 @@ import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nest
 import { IdempotencyFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import type { IdempotentOptions } from './idempotency.options.js';
-import { IDEMPOTENT_ROUTE } from './idempotency.tokens.js';
-
-
+import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 
 /**
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
  * handler once and replay its outcome. The handler's writes through
  * `TransactionHost` share one transaction with the claim and the outcome.
  *
+ * On a controller it covers the class's POST, PUT, PATCH and DELETE handlers
+ * (not GET, HEAD, OPTIONS or `@All()`), with its options as their defaults: a
+ * handler's own `@Idempotent(options)` overrides them option by option, and
+ * `@SkipIdempotency()` leaves a handler out. `operation` and `phases` name one
+ * handler's work, so they are refused on a class.
+ *
  * @example
  * @Post()
  * @Idempotent({ storeErrors: [402] })
  * create(@Body() dto: CreateOrderDto) { return this.orders.create(dto); }
+ *
+ * @example
+ * @Idempotent({ version: '2' })
+ * @Controller('carts')
+ * export class CartsController {
+ *   @Post() create() {}                                      // covered
+ *   @Put(':id') @Idempotent({ required: false }) replace() {} // version '2', key optional
+ *   @Post('preview') @SkipIdempotency() preview() {}        // not covered
+ *   @Get(':id') find() {}                                    // not covered
+ * }
  */
-export function Idempotent(options: IdempotentOptions = {}): MethodDecorator {
+export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
   return applyDecorators(
     SetMetadata(IDEMPOTENT_ROUTE, options),
     UseInterceptors(IdempotencyInterceptor),
     UseFilters(IdempotencyFilter),
   );
+}
+
+/**
+ * Leaves one handler out of its controller's class-level `@Idempotent()`:
+ * it runs unprotected, as if the class had no `@Idempotent()`.
+ *
+ * @example
+ * @Post('preview')
+ * @SkipIdempotency()
+ * preview(@Body() cart: CartDto) { return this.pricing.quote(cart); }
+ */
+export function SkipIdempotency(): MethodDecorator {
+  return SetMetadata(SKIP_IDEMPOTENCY, true);
 }

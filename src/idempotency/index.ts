@@ -1,7 +1,7 @@
-export { Idempotent } from './idempotent.decorator.js';
+export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options.js';
+export type { IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';

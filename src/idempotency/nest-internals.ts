@@ -3,10 +3,12 @@
  * own packages through `@nestjs/common/internal` and not as public API. The
  * module needs them to learn a route's method, path and `@HttpCode()`, and to
  * refuse routes whose response it cannot record (`@Res()`, `@Next()`,
- * `@Sse()`). A Nest upgrade that renames them breaks here, at compile time.
+ * `@Sse()`) or that interceptors wrap outside it (`@UseInterceptors()`). A
+ * Nest upgrade that renames them breaks here, at compile time.
  */
 export {
   HTTP_CODE_METADATA,
+  INTERCEPTORS_METADATA,
   METHOD_METADATA,
   PATH_METADATA,
   RESPONSE_PASSTHROUGH_METADATA,

@@ -1,4 +1,4 @@
-import type { INestApplication, ModuleMetadata } from '@nestjs/common';
+import type { INestApplication, LoggerService, ModuleMetadata } from '@nestjs/common';
 import { Test, type TestingModuleBuilder } from '@nestjs/testing';
 import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../src/demo/http/http-setup.js';
 
@@ -19,13 +19,15 @@ export interface StartOptions {
   configure?: (app: INestApplication) => void;
   /** Adjusts the testing module, e.g. to override a provider. */
   adjust?: (builder: TestingModuleBuilder) => TestingModuleBuilder;
+  /** The app's logger, e.g. one that keeps what it is given. Default none. */
+  logger?: LoggerService;
 }
 
 export async function startApp(metadata: ModuleMetadata, options: StartOptions = {}): Promise<RunningApp> {
   const builder = Test.createTestingModule(metadata);
   const moduleRef = await (options.adjust ? options.adjust(builder) : builder).compile();
   const adapter = options.adapter ?? 'express';
-  const app = moduleRef.createNestApplication(createHttpAdapter(adapter), { logger: false });
+  const app = moduleRef.createNestApplication(createHttpAdapter(adapter), { logger: options.logger ?? false });
   configureHttp(app, adapter);
   options.configure?.(app);
   await app.listen(0, '127.0.0.1');

@@ -38,13 +38,22 @@ function documentable(routes: IdempotentRoutes, controller: Function, handler: F
   }
 }
 
+/** The prototype that defines a handler: the controller's, or a base controller's it inherits from. */
+function ownerOf(prototype: object, name: string): { owner: object; descriptor: PropertyDescriptor } {
+  for (let owner = prototype; ; owner = Object.getPrototypeOf(owner)) {
+    const descriptor = Object.getOwnPropertyDescriptor(owner, name);
+    if (descriptor) return { owner, descriptor };
+  }
+}
+
 /** Handlers already documented: several apps in one process share their metadata. */
 const documented = new WeakSet<Function>();
 
 /**
- * Documents every `@Idempotent()` route through @nestjs/swagger: the key
- * header, the 400/409/422 problem responses and the `Idempotent-Replayed`
- * header of the success response. It runs while the app is created, before
+ * Documents every `@Idempotent()` route (a handler's own, or one its
+ * class's `@Idempotent()` covers) through @nestjs/swagger: the key header,
+ * the 400/409/422 problem responses and the `Idempotent-Replayed` header of
+ * the success response. It runs while the app is created, before
  * `SwaggerModule.createDocument()` reads the metadata, and does nothing when
  * @nestjs/swagger is not installed.
  */
@@ -60,11 +69,11 @@ export async function documentIdempotentRoutes(
     const controller = wrapper.metatype as Function | null;
     if (!controller?.prototype) continue;
     for (const name of scanner.getAllMethodNames(controller.prototype)) {
-      const descriptor = Object.getOwnPropertyDescriptor(controller.prototype, name)!;
+      const { owner, descriptor } = ownerOf(controller.prototype, name);
       const route = documentable(routes, controller, descriptor.value);
       if (!route || documented.has(descriptor.value)) continue;
       documented.add(descriptor.value);
-      const decorate = (decorator: MethodDecorator) => decorator(controller.prototype, name, descriptor);
+      const decorate = (decorator: MethodDecorator) => decorator(owner, name, descriptor);
       decorate(
         swagger.ApiHeader({
           name: route.headerName,

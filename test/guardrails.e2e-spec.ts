@@ -1,0 +1,307 @@
+import {
+  Body,
+  type CallHandler,
+  type CanActivate,
+  ClassSerializerInterceptor,
+  Controller,
+  type ExecutionContext,
+  Injectable,
+  type LoggerService,
+  Module,
+  type NestInterceptor,
+  Post,
+  type Provider,
+  type Type,
+  UseGuards,
+  UseInterceptors,
+} from '@nestjs/common';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { Test } from '@nestjs/testing';
+import { Exclude } from 'class-transformer';
+import type { Observable } from 'rxjs';
+import request from 'supertest';
+import { Idempotent, IdempotencyConfigurationError, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+class Account {
+  @Exclude()
+  readonly passwordHash = 'never-sent';
+
+  constructor(
+    readonly id: number,
+    readonly label: string,
+  ) {}
+}
+
+/** Leaves bodies alone: the kind of interceptor an app vouches for. */
+@Injectable()
+class RequestCounter implements NestInterceptor {
+  static seen = 0;
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    RequestCounter.seen++;
+    return next.handle();
+  }
+}
+
+@Controller('accounts')
+class AccountsController {
+  constructor(private readonly ledger: Ledger) {}
+
+  // Written above @Idempotent(), so it runs inside it: the module records the serialised account.
+  @Post()
+  @UseInterceptors(ClassSerializerInterceptor)
+  @Idempotent()
+  async create(@Body() body: { label: string }) {
+    const { entry } = await this.ledger.write(body.label);
+    return new Account(entry, body.label);
+  }
+}
+
+@Module({ controllers: [AccountsController], providers: [Ledger] })
+class AccountsModule {}
+
+/** Stands in for authentication: `X-User` becomes `req.user`. */
+@Injectable()
+class UserFromHeader implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest();
+    const user = request.headers['x-user'];
+    if (user) request.user = { id: user };
+    return true;
+  }
+}
+
+@UseGuards(UserFromHeader)
+@Controller('notes')
+class NotesController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post('a')
+  @Idempotent()
+  a(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('b')
+  @Idempotent()
+  b(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+
+  @Post('c')
+  @Idempotent()
+  c(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+@Module({ controllers: [NotesController], providers: [Ledger, UserFromHeader] })
+class NotesModule {}
+
+/** Keeps the warnings it is given; drops the rest. */
+class WarningLog implements LoggerService {
+  readonly warnings: Array<{ message: string; context: string }> = [];
+  log(): void {}
+  error(): void {}
+  warn(message: string, context: string): void {
+    this.warnings.push({ message, context });
+  }
+}
+
+describe('interceptors around @Idempotent() routes, at startup', () => {
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  interface Boot {
+    controllers?: Array<Type<unknown>>;
+    providers?: Provider[];
+    options?: IdempotencyModuleOptions;
+    /** Global interceptors to add with app.useGlobalInterceptors(), before init. */
+    globals?: (reflector: Reflector) => NestInterceptor[];
+    logger?: LoggerService;
+  }
+
+  async function boot({ controllers = [AccountsController], providers = [], options = {}, globals, logger }: Boot): Promise<Error | undefined> {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, options);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers, providers: [Ledger, ...providers] }).compile();
+    const app = moduleRef.createNestApplication({ logger: logger ?? false });
+    try {
+      if (globals) app.useGlobalInterceptors(...globals(app.get(Reflector)));
+      await app.init();
+      return undefined;
+    } catch (error) {
+      return error as Error;
+    } finally {
+      await app.close();
+    }
+  }
+
+  it('refuses a ClassSerializerInterceptor added with app.useGlobalInterceptors(), and says how to fix it', async () => {
+    const error = await boot({ globals: (reflector) => [new ClassSerializerInterceptor(reflector)] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('ClassSerializerInterceptor is global (app.useGlobalInterceptors() or APP_INTERCEPTOR) and wraps POST /accounts');
+    expect(error?.message).toContain('@UseInterceptors(ClassSerializerInterceptor) written above @Idempotent()');
+    expect(error?.message).toContain('allowInterceptorsAround: [ClassSerializerInterceptor]');
+  });
+
+  it('refuses a ClassSerializerInterceptor registered as APP_INTERCEPTOR', async () => {
+    const error = await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor }] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('ClassSerializerInterceptor is global');
+  });
+
+  it('starts with any other global interceptor, warning once until the app vouches for it', async () => {
+    const unvouched = new WarningLog();
+    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }], logger: unvouched })).toBeUndefined();
+    const warnings = unvouched.warnings.filter(({ context }) => context === 'Idempotency');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].message).toContain('RequestCounter runs around @Idempotent() routes');
+    expect(warnings[0].message).toContain('allowInterceptorsAround: [RequestCounter]');
+
+    const vouched = new WarningLog();
+    expect(await boot({ providers: [{ provide: APP_INTERCEPTOR, useClass: RequestCounter }], options: { allowInterceptorsAround: [RequestCounter] }, logger: vouched })).toBeUndefined();
+    const counter = new RequestCounter();
+    expect(await boot({ globals: () => [counter], options: { allowInterceptorsAround: [counter] }, logger: vouched })).toBeUndefined();
+    expect(vouched.warnings.filter(({ context }) => context === 'Idempotency')).toEqual([]);
+  });
+
+  it('refuses a subclass of ClassSerializerInterceptor too', async () => {
+    class StrictSerializer extends ClassSerializerInterceptor {}
+    const error = await boot({ globals: (reflector) => [new StrictSerializer(reflector)] });
+    expect(error?.message).toContain('StrictSerializer is global');
+  });
+
+  it('leaves global interceptors alone in an app without @Idempotent() routes', async () => {
+    @Controller('plain')
+    class PlainController {
+      @Post()
+      create() {
+        return {};
+      }
+    }
+    expect(await boot({ controllers: [PlainController], globals: (reflector) => [new ClassSerializerInterceptor(reflector)] })).toBeUndefined();
+  });
+
+  it('refuses an interceptor written below @Idempotent() on the handler, which runs around it', async () => {
+    @Controller('below')
+    class BelowController {
+      @Post()
+      @Idempotent()
+      @UseInterceptors(ClassSerializerInterceptor)
+      create() {
+        return {};
+      }
+    }
+    const error = await boot({ controllers: [BelowController] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('BelowController.create: @UseInterceptors(ClassSerializerInterceptor) is written below @Idempotent(), so it runs around it: write it above');
+  });
+
+  it('refuses an interceptor bound on the class around a handler’s @Idempotent(), and starts with it inside a class-level one', async () => {
+    @UseInterceptors(ClassSerializerInterceptor)
+    @Controller('outside')
+    class OutsideController {
+      @Post()
+      @Idempotent()
+      create() {
+        return {};
+      }
+    }
+    const error = await boot({ controllers: [OutsideController] });
+    expect(error?.message).toContain('OutsideController.create: ClassSerializerInterceptor is bound on the class');
+
+    @UseInterceptors(ClassSerializerInterceptor)
+    @Idempotent()
+    @Controller('inside')
+    class InsideController {
+      @Post()
+      create() {
+        return {};
+      }
+    }
+    expect(await boot({ controllers: [InsideController] })).toBeUndefined();
+  });
+});
+
+describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function start(imports: unknown[], options: { logger?: LoggerService; globals?: NestInterceptor[] } = {}): Promise<RunningApp> {
+    return startApp({ imports: imports as Array<Type<unknown>> }, { adapter, logger: options.logger, configure: (app) => app.useGlobalInterceptors(...(options.globals ?? [])) });
+  }
+
+  it('serialises through a ClassSerializerInterceptor inside @Idempotent(), and replays the same bytes, under a vouched-for global interceptor', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { allowInterceptorsAround: [RequestCounter] });
+    const running = await start([typeorm, idempotency, AccountsModule], { globals: [new RequestCounter()] });
+    try {
+      const seen = RequestCounter.seen;
+      const send = () => request(running.url).post('/accounts').set('Idempotency-Key', `account-${adapter}`).send({ label: `account-${adapter}` });
+      const first = await send();
+      const replay = await send();
+      expect(first.status).toBe(201);
+      expect(first.body).toEqual({ id: expect.any(Number), label: `account-${adapter}` });
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(RequestCounter.seen).toBe(seen + 2);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('warns once per handler when requests carry req.user but no tenant resolver is configured', async () => {
+    const log = new WarningLog();
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, NotesModule], { logger: log });
+    try {
+      const send = (path: string, user: string | undefined, key: string) => {
+        const req = request(running.url).post(path).set('Idempotency-Key', `${adapter}-${key}`);
+        if (user) req.set('X-User', user);
+        return req.send({ label: key });
+      };
+      for (const [path, user, key] of [
+        ['/notes/a', 'ann', 'a1'],
+        ['/notes/a', 'bob', 'a2'],
+        ['/notes/a', 'ann', 'a3'],
+        ['/notes/b', 'bob', 'b1'],
+        ['/notes/b', 'bob', 'b2'],
+        ['/notes/c', undefined, 'c1'],
+      ] as const) {
+        expect((await send(path, user, key)).status).toBe(201);
+      }
+      const warnings = log.warnings.filter(({ context }) => context === 'Idempotency');
+      expect(warnings.map(({ message }) => message.split(':')[0]).sort()).toEqual(['POST /notes/a (NotesController.a)', 'POST /notes/b (NotesController.b)']);
+      expect(warnings[0].message).toContain('IdempotencyModule.forRoot({ tenant: (request) => request.user.tenantId })');
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('does not warn when a tenant resolver is configured', async () => {
+    const log = new WarningLog();
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: (request: { user?: { id: string } }) => request.user?.id });
+    const running = await start([typeorm, idempotency, NotesModule], { logger: log });
+    try {
+      const response = await request(running.url).post('/notes/a').set('Idempotency-Key', `${adapter}-tenant`).set('X-User', 'ann').send({ label: 'tenant' });
+      expect(response.status).toBe(201);
+      expect(log.warnings.filter(({ context }) => context === 'Idempotency')).toEqual([]);
+    } finally {
+      await running.close();
+    }
+  });
+});
