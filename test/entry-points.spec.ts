@@ -28,6 +28,11 @@ describe('entry points load only what they need', () => {
     for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
+  it('the core serves GraphQL mutations without loading a GraphQL package', () => {
+    const loaded = packagesLoadedBy('src/idempotency/index.js');
+    for (const graphql of ['graphql', '@nestjs/graphql', '@nestjs/apollo', '@nestjs/mercurius', '@apollo/server', 'mercurius']) expect(loaded).not.toContain(graphql);
+  });
+
   it('the testing kit loads no test framework and no HTTP client besides fetch', () => {
     const loaded = packagesLoadedBy('src/testing/index.js');
     expect(loaded).toContain('pg');

@@ -28,6 +28,8 @@ export interface AppOptions {
   idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
   /** Requests per tenant per minute; 0 turns the limit off. Default `TENANT_RATE_LIMIT`, else 600. */
   tenantRateLimit?: number;
+  /** The GraphQL endpoint to serve, `DemoGraphqlModule.forAdapter(adapter)`; none by default. */
+  graphql?: DynamicModule;
 }
 
 /** The demo's request validation: unknown fields are refused, not dropped. */
@@ -49,6 +51,7 @@ export class AppModule implements NestModule {
         IdempotencyMetricsModule.forRoot(),
         OrdersModule,
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
+        ...(options.graphql ? [options.graphql] : []),
       ],
       controllers: [HealthController, MetricsController],
       providers: [

@@ -15,7 +15,8 @@ const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefi
  * Serves the demo on PORT (default 3000; 0 picks a free one), against DATABASE_URL or, without
  * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR; charges
  * through PAYMENT_PROVIDER_URL or, without it, a fake provider on loopback.
- * HTTP_ADAPTER=fastify serves it on Fastify instead of Express.
+ * HTTP_ADAPTER=fastify serves it on Fastify instead of Express. GraphQL is
+ * at /graphql: Apollo on Express, Mercurius on Fastify.
  */
 async function bootstrap(): Promise<void> {
   let embedded: EmbeddedDatabase | undefined;
@@ -34,6 +35,9 @@ async function bootstrap(): Promise<void> {
     logger.log(`Fake payment provider on ${provider.url}`);
   }
   const reaperInterval = optionalNumber('REAPER_INTERVAL_MS');
+  const adapter: HttpAdapterName = env.HTTP_ADAPTER === 'fastify' ? 'fastify' : 'express';
+  // Loaded only here: the app's own module, and the tests that build it, stay free of GraphQL.
+  const { DemoGraphqlModule } = await import('./graphql/graphql.module.js');
   const appModule = AppModule.forRoot({
       databaseUrl,
       paymentProviderUrl,
@@ -42,8 +46,8 @@ async function bootstrap(): Promise<void> {
         lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
       },
+      graphql: await DemoGraphqlModule.forAdapter(adapter),
     });
-  const adapter: HttpAdapterName = env.HTTP_ADAPTER === 'fastify' ? 'fastify' : 'express';
   const app = await NestFactory.create(appModule, createHttpAdapter(adapter));
   configureHttp(app, adapter);
   serveOpenApi(app);

@@ -18,6 +18,7 @@ import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type RecordId
 import { asUnavailable, isLockTimeout } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
+import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
@@ -61,11 +62,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly served: IdempotencyDataSource,
     private readonly adapterHost: HttpAdapterHost,
     private readonly phased: PhasedFlow,
+    private readonly mutations: GraphqlMutationFlow,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType<string>() === 'graphql') return this.mutations.intercept(context, next, (key, route, call) => this.attempt(key, route, call, undefined, next));
     const route = context.getType() === 'http' ? this.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const request = context.switchToHttp().getRequest();
@@ -75,14 +78,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const response = context.switchToHttp().getResponse();
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
+    return this.attempt(key, route, request, response, next).pipe(mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)));
+  }
 
+  /** Settles one request, and emits its attempt event once it has. */
+  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: unknown, response: unknown, next: CallHandler): Observable<Settled> {
     const attempt: AttemptEvent = { kind: 'attempt', operation: route.operation, outcome: 'executed', collided: false, timeline: { start: performance.now() } };
     return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
         next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
         error: (error: unknown) => this.events.emit({ ...attempt, outcome: outcomeOfError(error), status: statusOf(error) }),
       }),
-      mergeMap(({ outcome, replayed }) => this.send(outcome, route, response, replayed)),
     );
   }
 
@@ -193,7 +199,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       // next.handle() binds the async context, so it is called inside run().
       const result = await this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
-      return captureSuccess(result, route, this.adapterHost.httpAdapter, response);
+      return route.capture ? route.capture(result) : captureSuccess(result, route, this.adapterHost.httpAdapter, response);
     } catch (error) {
       if (!route.storesError(error)) throw error;
       await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);

@@ -2,6 +2,9 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
+import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
+import { IdempotentMutations } from './graphql/idempotent-mutations.js';
+import { IdempotentMutationsValidator } from './graphql/idempotent-mutations.validator.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
@@ -45,6 +48,9 @@ import { TransactionHost } from './transaction-host.js';
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     IdempotentRoutes,
     IdempotentRoutesValidator,
+    IdempotentMutations,
+    IdempotentMutationsValidator,
+    GraphqlMutationFlow,
     IdempotencySchemaCheck,
     IdempotencyInterceptor,
     IdempotencyFilter,
@@ -74,6 +80,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyInterceptor,
     IdempotencyFilter,
     PhasedFlow,
+    GraphqlMutationFlow,
     RESOLVED_IDEMPOTENCY_OPTIONS,
   ],
 })

@@ -4,6 +4,8 @@ import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 import { type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
+import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql/graphql-call.js';
+import type { RecordedOutcome } from './recorded-outcome.js';
 import { fingerprintFieldsOf } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
@@ -27,6 +29,8 @@ export interface IdempotentRoute {
   replayHeaders: readonly string[];
   scopeOf(request: unknown): string;
   fingerprintFieldsOf(request: unknown): unknown;
+  /** How a success is recorded where it is not an HTTP response (a GraphQL field's value); HTTP routes leave it unset. */
+  capture?(result: unknown): RecordedOutcome;
 }
 
 /** The request methods a class-level `@Idempotent()` covers. */
@@ -39,7 +43,8 @@ const HANDLER_ONLY: ReadonlyArray<keyof IdempotentOptions> = ['operation', 'phas
  * Reads `@Idempotent()` metadata once per handler and keeps the result. A
  * handler's own `@Idempotent(options)` is merged over its class's (see
  * `mergeRouteOptions`); a class-level one alone covers POST, PUT, PATCH and
- * DELETE handlers; `@SkipIdempotency()` leaves a handler out.
+ * DELETE handlers, and a resolver's mutations; `@SkipIdempotency()` leaves a
+ * handler out.
  */
 @Injectable()
 export class IdempotentRoutes {
@@ -84,7 +89,8 @@ export class IdempotentRoutes {
     }
     if (own) return inherited ? mergeRouteOptions(inherited, own) : own;
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-    return inherited && method !== undefined && COVERED_BY_CLASS.has(method) ? inherited : undefined;
+    const covered = (method !== undefined && COVERED_BY_CLASS.has(method)) || Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler) === MUTATION;
+    return inherited && covered ? inherited : undefined;
   }
 
   private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {
@@ -95,7 +101,7 @@ export class IdempotentRoutes {
     const wait = options.wait ?? this.options.wait;
     if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
-    const operation = options.operation ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
+    const operation = options.operation ?? mutationOperationOf(handler) ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
     const tenantOf = this.options.tenant;
     const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;

@@ -8,12 +8,16 @@ import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
  * handler once and replay its outcome. The handler's writes through
  * `TransactionHost` share one transaction with the claim and the outcome.
+ * On a GraphQL `@Mutation()` resolver, the same for the mutation field, with
+ * the key from its `idempotencyKey` argument or the header; it is refused on
+ * queries, subscriptions and field resolvers.
  *
  * On a controller it covers the class's POST, PUT, PATCH and DELETE handlers
  * (not GET, HEAD, OPTIONS or `@All()`), with its options as their defaults: a
  * handler's own `@Idempotent(options)` overrides them option by option, and
  * `@SkipIdempotency()` leaves a handler out. `operation` and `phases` name one
- * handler's work, so they are refused on a class.
+ * handler's work, so they are refused on a class. On a resolver class it
+ * covers the class's mutations, likewise.
  *
  * @example
  * @Post()

@@ -7,6 +7,9 @@ export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
+export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from './graphql/graphql-errors.js';
+export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
+export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
 export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
 export {
   IdempotencyEvents,

@@ -1,5 +1,6 @@
 import { type CanActivate, type ExecutionContext, Inject, Injectable, SetMetadata, UnauthorizedException } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import { requestOf } from '../http/request-of.js';
 
 export const API_KEYS = Symbol('API_KEYS');
 const PUBLIC_ROUTE = 'auth:public';
@@ -22,7 +23,7 @@ export class ApiKeyGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): boolean {
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, [context.getHandler(), context.getClass()])) return true;
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> } & Partial<AuthenticatedRequest>>();
+    const request = requestOf<{ headers: Record<string, string | undefined> } & Partial<AuthenticatedRequest>>(context);
     const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
     const tenant = match ? this.apiKeys.get(match[1]) : undefined;
     if (!tenant) throw new UnauthorizedException('Send Authorization: Bearer <api key>');

@@ -1,4 +1,5 @@
 import { BadRequestException, type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
+import { requestOf } from './request-of.js';
 
 /** How deep a JSON body may nest: objects and arrays within one another. */
 const MAX_JSON_DEPTH = 32;
@@ -39,7 +40,7 @@ function unacceptableJson(body: unknown): string | undefined {
 @Injectable()
 export class JsonBodyGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    const reason = unacceptableJson(context.switchToHttp().getRequest<{ body?: unknown }>().body);
+    const reason = unacceptableJson(requestOf<{ body?: unknown }>(context).body);
     if (reason !== undefined) throw new BadRequestException(reason);
     return true;
   }

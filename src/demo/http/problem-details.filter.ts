@@ -15,6 +15,8 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   constructor(private readonly adapterHost: HttpAdapterHost) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
+    // A resolver's error goes back to GraphQL, which answers it in `errors`: a filter that returns nothing leaves it there.
+    if (host.getType<string>() === 'graphql') return;
     const status = exception instanceof HttpException ? exception.getStatus() : HttpStatus.INTERNAL_SERVER_ERROR;
     if (status >= 500) this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
     const adapter = this.adapterHost.httpAdapter;

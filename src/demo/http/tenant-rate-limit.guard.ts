@@ -1,5 +1,6 @@
 import { type CanActivate, type ExecutionContext, HttpException, HttpStatus, Inject, Injectable } from '@nestjs/common';
 import type { AuthenticatedRequest } from '../auth/api-key.guard.js';
+import { requestOf } from './request-of.js';
 
 export const TENANT_RATE_LIMIT = Symbol('TENANT_RATE_LIMIT');
 
@@ -18,7 +19,7 @@ export class TenantRateLimitGuard implements CanActivate {
   constructor(@Inject(TENANT_RATE_LIMIT) private readonly limit: number) {}
 
   canActivate(context: ExecutionContext): boolean {
-    const tenant = context.switchToHttp().getRequest<Partial<AuthenticatedRequest>>().tenant;
+    const tenant = requestOf<Partial<AuthenticatedRequest>>(context).tenant;
     if (!this.limit || tenant === undefined) return true;
     const now = Date.now();
     let window = this.windows.get(tenant);
