@@ -3,7 +3,7 @@ import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { VALIDATION_OPTIONS } from '../src/demo/app.module.js';
 import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
-import { IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../src/idempotency/index.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';
 import { type PeerOptions, PeerOrdersModule } from './peer-orders.controller.js';
@@ -29,6 +29,8 @@ export class BenchAppModule {
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
+        // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
+        IdempotencyOutboxModule.forRoot({}),
         BenchOrdersModule,
         ...(options.peer ? [PeerOrdersModule.forRoot(options.peer)] : []),
       ],

@@ -10,9 +10,9 @@ import type { SeededRandom } from './random.js';
  * the app's connections; `restart-postgres`: the embedded server stopped and
  * started again on the same port and data (once per run).
  */
-export type FaultKind = 'kill-instance' | 'terminate-backends' | 'restart-postgres';
-/** Every kind, in report order. */
-export const FAULT_KINDS: readonly FaultKind[] = ['kill-instance', 'terminate-backends', 'restart-postgres'];
+export type FaultKind = 'kill-instance' | 'terminate-backends' | 'restart-postgres' | 'crash-after-publish' | 'crash-after-commit' | 'restart-nats';
+/** Every kind, in report order. The last three are delivery's (chaos/delivery.ts): worker crashes at their uncovered points, and a NATS restart. */
+export const FAULT_KINDS: readonly FaultKind[] = ['kill-instance', 'terminate-backends', 'restart-postgres', 'crash-after-publish', 'crash-after-commit', 'restart-nats'];
 
 /** When a fault was being done, and until its target was back. */
 export interface FaultWindow {

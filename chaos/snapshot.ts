@@ -13,7 +13,7 @@ export type PaymentRow = PaymentView;
 export interface Snapshot {
   orders: OrderRow[];
   payments: PaymentRow[];
-  /** Outbox events per `event_type:aggregate_id`. */
+  /** Outbox events per `type:id of the order or payment`. */
   outboxCounts: Map<string, number>;
   charges: LedgerCharge[];
 }
@@ -44,7 +44,7 @@ export async function takeSnapshot(database: ChaosDatabase, provider: ProviderCo
             provider_charge_id AS "providerChargeId", created_at AS "createdAt", captured_at AS "capturedAt" FROM payments`,
   );
   const outbox = await database.query<{ event: string; count: number }>(
-    `SELECT event_type || ':' || aggregate_id AS event, count(*)::int AS count FROM outbox_events GROUP BY 1`,
+    `SELECT type || ':' || (payload->>'id') AS event, count(*)::int AS count FROM idempotency_outbox GROUP BY 1`,
   );
   return {
     orders: orders.map(toOrderView),

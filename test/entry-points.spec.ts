@@ -25,7 +25,7 @@ describe('entry points load only what they need', () => {
   it('the core loads no optional integration and no test framework', () => {
     const loaded = packagesLoadedBy('src/idempotency/index.js');
     expect(loaded).toContain('@nestjs/common');
-    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
+    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nats-io/transport-node', '@nats-io/jetstream', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
   it('the core serves GraphQL mutations without loading a GraphQL package', () => {
@@ -37,6 +37,11 @@ describe('entry points load only what they need', () => {
     const loaded = packagesLoadedBy('src/testing/index.js');
     expect(loaded).toContain('pg');
     for (const avoided of [...TEST_FRAMEWORKS, '@opentelemetry/api', 'prom-client']) expect(loaded).not.toContain(avoided);
+  });
+
+  it('the NATS entry point loads the NATS client and @nestjs/microservices', () => {
+    const loaded = packagesLoadedBy('src/idempotency/nats/index.js');
+    for (const needed of ['@nats-io/transport-node', '@nats-io/jetstream', '@nestjs/microservices']) expect(loaded).toContain(needed);
   });
 
   it('the tracing entry point loads @opentelemetry/api, and prom-client only the metrics one', () => {

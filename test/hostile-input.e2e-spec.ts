@@ -87,7 +87,7 @@ describe.each(HTTP_ADAPTERS)('hostile input to every demo route (%s)', (adapter)
     (
       await db.query(
         `SELECT (SELECT count(*) FROM idempotency_records) AS records, (SELECT count(*) FROM orders) AS orders,
-                (SELECT count(*) FROM outbox_events) AS events, (SELECT count(*) FROM payments) AS payments`,
+                (SELECT count(*) FROM idempotency_outbox) AS events, (SELECT count(*) FROM payments) AS payments`,
       )
     )[0];
 

@@ -49,7 +49,7 @@ describe.each(HTTP_ADAPTERS)('a crash between the external charge and the final 
     expect(charges).toHaveLength(1);
     const payments = await db.query<{ id: string }>(`SELECT id, status, provider_charge_id FROM payments WHERE order_id = $1`, [orderId]);
     expect(payments).toEqual([expect.objectContaining({ status: 'captured', provider_charge_id: charges[0].id })]);
-    expect(await db.query(`SELECT 1 FROM outbox_events WHERE event_type = 'payment.captured' AND aggregate_id = $1`, [payments[0].id])).toHaveLength(1);
+    expect(await db.query(`SELECT 1 FROM idempotency_outbox WHERE type = 'payment.captured' AND payload->>'id' = $1`, [payments[0].id])).toHaveLength(1);
   };
 
   beforeAll(async () => {

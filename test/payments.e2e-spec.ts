@@ -43,7 +43,7 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     const charges = await chargesOf(provider.url, 1100);
     expect(charges).toHaveLength(1);
     expect(first.body.providerChargeId).toBe(charges[0].id);
-    expect(await db.query(`SELECT event_type FROM outbox_events WHERE aggregate_id = $1`, [first.body.id])).toEqual([{ event_type: 'payment.captured' }]);
+    expect(await db.query(`SELECT type FROM idempotency_outbox WHERE payload->>'id' = $1`, [first.body.id])).toEqual([{ type: 'payment.captured' }]);
     const listed = await request(running.url).get(`/orders/${orderId}/payments`).set('Authorization', ACME);
     expect(listed.body).toEqual([first.body]);
   });

@@ -28,7 +28,7 @@ async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions
 }
 
 /** Starts over: no table, no migration recorded. */
-const reset = (db: TestDatabase) => db.query(`DROP TABLE IF EXISTS idempotency_records, migrations`);
+const reset = (db: TestDatabase) => db.query(`DROP TABLE IF EXISTS idempotency_records, idempotency_outbox, migrations`);
 
 /** What synchronize could change: columns with their defaults, index definitions, constraint definitions, storage parameters. */
 async function catalog(db: TestDatabase): Promise<unknown> {

@@ -10,8 +10,11 @@ import { JsonBodyGuard } from './http/json-body.guard.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
 import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
-import { IdempotencyModule, type IdempotencyModuleOptions } from '../idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
 import { IdempotencyMetricsModule } from '../idempotency/metrics/index.js';
+import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
+import { CrashAfterCommit } from './messaging/crash-faults.js';
+import { type DeliveryOptions, outboxOptions } from './messaging/delivery.js';
 import { MetricsController } from './metrics/metrics.controller.js';
 import { OrdersModule } from './orders/orders.module.js';
 import { PaymentsModule } from './payments/payments.module.js';
@@ -30,6 +33,8 @@ export interface AppOptions {
   tenantRateLimit?: number;
   /** The GraphQL endpoint to serve, `DemoGraphqlModule.forAdapter(adapter)`; none by default. */
   graphql?: DynamicModule;
+  /** Event delivery: the relay and the fulfilment consumer run where NATS is set. Default off. */
+  delivery?: DeliveryOptions;
 }
 
 /** The demo's request validation: unknown fields are refused, not dropped. */
@@ -47,9 +52,12 @@ export class AppModule implements NestModule {
       module: AppModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        IdempotencyModule.forRoot({ ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        // CrashAfterCommit wraps the fulfilment handler on purpose: it injects the chaos run's crash after the commit.
+        IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
         OrdersModule,
+        ...(options.delivery?.natsUrl && options.delivery.consumer ? [FulfilmentModule] : []),
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
         ...(options.graphql ? [options.graphql] : []),
       ],

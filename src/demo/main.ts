@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { AppModule } from './app.module.js';
 import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 import { configureHttp, createHttpAdapter, type HttpAdapterName } from './http/http-setup.js';
+import { DELIVERY_OFF_MESSAGE, deliveryFromEnv, fulfilmentTransport } from './messaging/delivery.js';
 import { serveOpenApi } from './openapi.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from './payment-provider/fake-payment-provider.js';
 
@@ -16,7 +17,9 @@ const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefi
  * it, an embedded PostgreSQL that keeps its data in EMBEDDED_PG_DIR; charges
  * through PAYMENT_PROVIDER_URL or, without it, a fake provider on loopback.
  * HTTP_ADAPTER=fastify serves it on Fastify instead of Express. GraphQL is
- * at /graphql: Apollo on Express, Mercurius on Fastify.
+ * at /graphql: Apollo on Express, Mercurius on Fastify. With NATS_URL
+ * it also runs the outbox relay and the fulfilment consumer (a hybrid app;
+ * OUTBOX_RELAY=off or FULFILMENT_CONSUMER=off leave either to `npm run worker`).
  */
 async function bootstrap(): Promise<void> {
   let embedded: EmbeddedDatabase | undefined;
@@ -38,6 +41,7 @@ async function bootstrap(): Promise<void> {
   const adapter: HttpAdapterName = env.HTTP_ADAPTER === 'fastify' ? 'fastify' : 'express';
   // Loaded only here: the app's own module, and the tests that build it, stay free of GraphQL.
   const { DemoGraphqlModule } = await import('./graphql/graphql.module.js');
+  const delivery = deliveryFromEnv();
   const appModule = AppModule.forRoot({
       databaseUrl,
       paymentProviderUrl,
@@ -47,10 +51,18 @@ async function bootstrap(): Promise<void> {
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
       },
       graphql: await DemoGraphqlModule.forAdapter(adapter),
+      delivery,
     });
   const app = await NestFactory.create(appModule, createHttpAdapter(adapter));
   configureHttp(app, adapter);
   serveOpenApi(app);
+  if (!delivery.natsUrl) logger.log(DELIVERY_OFF_MESSAGE);
+  else if (delivery.consumer) {
+    // Not inheriting the app's config: its API-key guard and rate limit are for HTTP requests.
+    app.connectMicroservice({ strategy: await fulfilmentTransport(delivery) });
+    await app.startAllMicroservices();
+  }
+  if (delivery.natsUrl) logger.log(`Event delivery through NATS JetStream at ${delivery.natsUrl}: relay ${delivery.relay ? 'on' : 'off'}, fulfilment consumer ${delivery.consumer ? 'on' : 'off'}`);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
   logger.log(`Orders demo listening on ${await app.getUrl()} (${adapter})`);

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { defer, lastValueFrom, mergeMap, type Observable, of, tap, throwError } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
+import { CurrentOperation } from './current-operation.js';
 import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents, timeStep } from './events/idempotency-events.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import {
@@ -154,7 +155,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
       if (!row.claimed) return await this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, route, attempt);
       if (row.took_over) attempt.tookOver = 'expired';
       const handlerStarted = performance.now();
-      const outcome = await this.runHandler(transaction, runner.manager, route, next, response).finally(() => timeStep(attempt, 'handler', handlerStarted));
+      const claimed = transaction;
+      const outcome = await CurrentOperation.run(id, () => this.runHandler(claimed, runner.manager, route, next, response)).finally(() =>
+        timeStep(attempt, 'handler', handlerStarted),
+      );
       attempt.handlerMs = performance.now() - handlerStarted;
       const commitStarted = performance.now();
       await transaction

@@ -14,6 +14,9 @@ import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './ide
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
+import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
+import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
+import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 import { documentIdempotentRoutes, loadSwagger, SWAGGER_LOADER } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -54,6 +57,9 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencySchemaCheck,
     IdempotencyInterceptor,
     IdempotencyFilter,
+    IdempotentMessageHandlers,
+    IdempotentMessageInterceptor,
+    IdempotentMessageFilter,
     LeaseStore,
     OperationRegistry,
     OperationRunner,
@@ -79,6 +85,9 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,
+    IdempotentMessageHandlers,
+    IdempotentMessageInterceptor,
+    IdempotentMessageFilter,
     PhasedFlow,
     GraphqlMutationFlow,
     RESOLVED_IDEMPOTENCY_OPTIONS,

@@ -15,6 +15,11 @@ export interface ReapResult {
   skipped: boolean;
 }
 
+/** Work run after the records in every scheduled pass, within the same time budget: the outbox's cleanup is one. */
+export interface RetentionSweep {
+  sweep(now: Date, timeBudgetMs: number): Promise<unknown>;
+}
+
 const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
 
 /**
@@ -47,6 +52,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private timer?: NodeJS.Timeout;
   private pass?: Promise<void>;
   private readonly stopping = new AbortController();
+  private readonly sweeps = new Set<RetentionSweep>();
 
   constructor(
     private readonly served: IdempotencyDataSource,
@@ -73,15 +79,22 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     await Promise.race([this.pass, sleep(this.options.reaper.timeBudgetMs, undefined, { ref: false })]);
   }
 
+  /** Adds work to every scheduled pass, after the records; returns the function that removes it. */
+  addSweep(sweep: RetentionSweep): () => void {
+    this.sweeps.add(sweep);
+    return () => this.sweeps.delete(sweep);
+  }
+
   /**
-   * One scheduled pass, within `timeBudgetMs`: delete expired records for up
-   * to half of it, then finish abandoned claims until it is spent (the
-   * operation still running then is stopped and released for the next
-   * pass), then give deletions that were cut short whatever time the
-   * completer left. The deletion goes first and each step fails on its own,
-   * so that a claim the completer cannot handle never keeps expired records
-   * in the table, and a slow completer never holds up the deletion. A tick
-   * during a pass is skipped.
+   * One scheduled pass, within `timeBudgetMs`: delete expired records, then
+   * run the sweeps (settled outbox events), for up to half of it together;
+   * then finish abandoned claims until it is spent (the operation still
+   * running then is stopped and released for the next pass); then give
+   * record deletions that were cut short whatever time the completer left.
+   * The deletion goes first and each step fails on its own, so that a claim
+   * the completer cannot handle never keeps expired records in the table,
+   * and a slow completer never holds up the deletion. A tick during a pass
+   * is skipped.
    */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
@@ -90,6 +103,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
       const reap = (budgetMs: number) => this.reap(undefined, budgetMs).catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
       try {
         const first = await reap(timeBudgetMs / 2);
+        for (const sweep of this.sweeps) {
+          if (this.stopping.signal.aborted) return;
+          const budgetMs = Math.max(0, deadline - timeBudgetMs / 2 - Date.now());
+          await sweep.sweep(new Date(), budgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
+        }
         if (this.stopping.signal.aborted) return;
         await this.completer
           .completeAbandoned({ until: deadline, signal: this.stopping.signal })

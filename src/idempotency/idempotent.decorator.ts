@@ -3,6 +3,9 @@ import { IdempotencyFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import type { IdempotentOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
+import type { IdempotentMessageOptions } from './messaging/idempotent-message.js';
+import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
+import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 
 /**
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
@@ -19,10 +22,19 @@ import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
  * handler's work, so they are refused on a class. On a resolver class it
  * covers the class's mutations, likewise.
  *
+ * On a message handler (`@EventPattern()`, `@MessagePattern()`), the
+ * message's key (by default its `Operation-Id` or `Nats-Msg-Id` header) is
+ * claimed in the same way, and a redelivered message whose record is
+ * complete is acknowledged without running the handler again.
+ *
  * @example
  * @Post()
  * @Idempotent({ storeErrors: [402] })
  * create(@Body() dto: CreateOrderDto) { return this.orders.create(dto); }
+ *
+ * @EventPattern('events.order.created')
+ * @Idempotent({ messageTenant: (event: OrderCreated) => event.tenant })
+ * ship(@Payload() event: OrderCreated) { return this.shipments.create(event); }
  *
  * @example
  * @Idempotent({ version: '2' })
@@ -34,11 +46,12 @@ import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
  *   @Get(':id') find() {}                                    // not covered
  * }
  */
-export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
+export function Idempotent(options: IdempotentOptions & IdempotentMessageOptions = {}): ClassDecorator & MethodDecorator {
+  // Each interceptor passes the other context through untouched: HTTP routes, then message handlers (`rpc`).
   return applyDecorators(
     SetMetadata(IDEMPOTENT_ROUTE, options),
-    UseInterceptors(IdempotencyInterceptor),
-    UseFilters(IdempotencyFilter),
+    UseInterceptors(IdempotencyInterceptor, IdempotentMessageInterceptor),
+    UseFilters(IdempotencyFilter, IdempotentMessageFilter),
   );
 }
 

@@ -10,7 +10,7 @@ export { REPLAYED_HEADER } from './recorded-outcome.js';
 export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from './graphql/graphql-errors.js';
 export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
 export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
-export { IdempotencyReaper, type ReapResult } from './idempotency.reaper.js';
+export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './idempotency.reaper.js';
 export {
   IdempotencyEvents,
   type IdempotencyEvent,
@@ -20,6 +20,10 @@ export {
   type CommitFailedEvent,
   type ReapedEvent,
   type LeaseExpiredEvent,
+  type OutboxRelayedEvent,
+  type OutboxDeadLetterEvent,
+  type OutboxUnavailableEvent,
+  type OutboxReapedEvent,
   type AttemptTimeline,
   type StepTiming,
 } from './events/idempotency-events.js';
@@ -43,3 +47,11 @@ export {
   UnstorableResponseException,
   type ProblemDetails,
 } from './idempotency.exceptions.js';
+export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
+export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
+export { OutboxRelay, type OutboxStats, type RelayBatchResult } from './outbox/outbox.relay.js';
+export { OutboxReaping } from './outbox/outbox.reaping.js';
+export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';
+export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';
+export { type IdempotentMessageOptions, OPERATION_ID_HEADER, NATS_MESSAGE_ID_HEADER } from './messaging/idempotent-message.js';
+export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './messaging/message.errors.js';

@@ -2,7 +2,7 @@ import type { DataSourceOptions } from 'typeorm';
 import { IdempotencyRecord, idempotencyMigrations } from '../../idempotency/index.js';
 import { demoMigrations } from '../migrations/index.js';
 import { Order } from '../orders/order.entity.js';
-import { OutboxEvent } from '../orders/outbox-event.entity.js';
+import { Shipment } from '../fulfilment/shipment.entity.js';
 import { Payment } from '../payments/payment.entity.js';
 
 /** The demo's PostgreSQL connection: migrations run at startup, never `synchronize`. */
@@ -10,7 +10,7 @@ export function dataSourceOptions(url: string): DataSourceOptions {
   return {
     type: 'postgres',
     url,
-    entities: [Order, OutboxEvent, Payment, IdempotencyRecord],
+    entities: [Order, Payment, Shipment, IdempotencyRecord],
     migrations: [...idempotencyMigrations, ...demoMigrations],
     migrationsRun: true,
     synchronize: false,

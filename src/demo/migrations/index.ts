@@ -1,5 +1,6 @@
 import { CreateOrders1764400001000 } from './1764400001000-CreateOrders.js';
 import { CreatePayments1764400003000 } from './1764400003000-CreatePayments.js';
+import { CreateShipments1764400005000 } from './1764400005000-CreateShipments.js';
 
 /** The demo's own tables; the demo runs them after the package's migrations. */
-export const demoMigrations = [CreateOrders1764400001000, CreatePayments1764400003000];
+export const demoMigrations = [CreateOrders1764400001000, CreatePayments1764400003000, CreateShipments1764400005000];

@@ -4,7 +4,7 @@ import { Idempotent } from '../../idempotency/index.js';
 import { CreateOrderDto } from './dto/create-order.dto.js';
 import { ListOrdersQuery } from './dto/list-orders.query.js';
 import type { OrderView } from './order.entity.js';
-import { OrdersService, type OrderPage } from './orders.service.js';
+import { type OrderDetail, OrdersService, type OrderPage } from './orders.service.js';
 
 /** Express and Fastify responses both set headers this way. */
 interface HeaderWriter {
@@ -29,7 +29,7 @@ export class OrdersController {
   }
 
   @Get(':id')
-  async findOne(@Tenant() tenant: string, @Param('id', ParseUUIDPipe) id: string): Promise<OrderView> {
+  async findOne(@Tenant() tenant: string, @Param('id', ParseUUIDPipe) id: string): Promise<OrderDetail> {
     const order = await this.orders.findOne(tenant, id);
     if (!order) throw new NotFoundException(`Order ${id} not found`);
     return order;

@@ -1,8 +1,14 @@
 import { BadRequestException, Injectable } from '@nestjs/common';
-import { TransactionHost } from '../../idempotency/index.js';
+import { Outbox, TransactionHost } from '../../idempotency/index.js';
+import { Shipment, toShipmentView, type ShipmentView } from '../fulfilment/shipment.entity.js';
 import type { CreateOrderDto } from './dto/create-order.dto.js';
+import { ORDER_CREATED } from './order-events.js';
 import { Order, toOrderView, type OrderView } from './order.entity.js';
-import { OutboxEvent } from './outbox-event.entity.js';
+
+/** An order with its shipment, once the fulfilment consumer has shipped it. */
+export interface OrderDetail extends OrderView {
+  shipment: ShipmentView | null;
+}
 
 export interface OrderPage {
   items: OrderView[];
@@ -11,21 +17,26 @@ export interface OrderPage {
 
 @Injectable()
 export class OrdersService {
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(
+    private readonly tx: TransactionHost,
+    private readonly outbox: Outbox,
+  ) {}
 
-  /** Inserts the order and its `order.created` event: in an idempotent request, inside its transaction. */
+  /** Inserts the order and its `order.created` outbox event: in an idempotent request, inside its transaction. */
   async create(tenant: string, dto: CreateOrderDto): Promise<OrderView> {
     const manager = this.tx.manager;
     const inserted = await manager.insert(Order, { tenant, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null });
     const { id, createdAt, status } = inserted.generatedMaps[0] as Pick<Order, 'id' | 'createdAt' | 'status'>;
     const order = toOrderView({ id, tenant, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null, status, createdAt } as Order);
-    await manager.insert(OutboxEvent, { tenant, type: 'order.created', aggregateId: id, payload: order });
+    await this.outbox.add({ type: ORDER_CREATED, payload: order, key: id });
     return order;
   }
 
-  async findOne(tenant: string, id: string): Promise<OrderView | undefined> {
+  async findOne(tenant: string, id: string): Promise<OrderDetail | undefined> {
     const order = await this.tx.manager.findOneBy(Order, { tenant, id });
-    return order ? toOrderView(order) : undefined;
+    if (!order) return undefined;
+    const shipment = await this.tx.manager.findOneBy(Shipment, { orderId: id });
+    return { ...toOrderView(order), shipment: shipment ? toShipmentView(shipment) : null };
   }
 
   /** Newest first, `limit` at a time; the cursor is the last order's insertion number. */

@@ -1,7 +1,7 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { TransactionHost } from '../../idempotency/index.js';
+import { Outbox, TransactionHost } from '../../idempotency/index.js';
+import { PAYMENT_CAPTURED } from '../orders/order-events.js';
 import { Order } from '../orders/order.entity.js';
-import { OutboxEvent } from '../orders/outbox-event.entity.js';
 import { Payment, type PaymentStatus, toPaymentView, type PaymentView } from './payment.entity.js';
 
 export interface NewPayment {
@@ -13,7 +13,10 @@ export interface NewPayment {
 
 @Injectable()
 export class PaymentsService {
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(
+    private readonly tx: TransactionHost,
+    private readonly outbox: Outbox,
+  ) {}
 
   /** A pending payment for one of the tenant's orders; 404 for another tenant's. */
   async recordPending(payment: NewPayment): Promise<PaymentView> {
@@ -30,7 +33,7 @@ export class PaymentsService {
     const manager = this.tx.manager;
     await manager.update(Payment, { id: paymentId }, { status: 'captured', providerChargeId: chargeId, capturedAt: () => 'now()' });
     const payment = toPaymentView(await manager.findOneByOrFail(Payment, { id: paymentId }));
-    await manager.insert(OutboxEvent, { tenant: payment.tenant, type: 'payment.captured', aggregateId: payment.id, payload: payment });
+    await this.outbox.add({ type: PAYMENT_CAPTURED, payload: payment, key: payment.orderId });
     return payment;
   }
 

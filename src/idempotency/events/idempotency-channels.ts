@@ -16,6 +16,10 @@ export const IDEMPOTENCY_CHANNELS = {
   commit_failed: 'nest-idempotency:commit_failed',
   reaped: 'nest-idempotency:reaped',
   lease_expired: 'nest-idempotency:lease_expired',
+  outbox_relayed: 'nest-idempotency:outbox_relayed',
+  outbox_dead_letter: 'nest-idempotency:outbox_dead_letter',
+  outbox_unavailable: 'nest-idempotency:outbox_unavailable',
+  outbox_reaped: 'nest-idempotency:outbox_reaped',
 } as const satisfies Record<IdempotencyEvent['kind'], string>;
 
 // Held here so they stay alive: Node keeps channels by weak reference.

@@ -29,6 +29,10 @@ export class IdempotencyEventLog {
         const line = `lease expired: ${event.operation} key#${event.keyHash} ${event.result}${event.reason ? `: ${event.reason}` : ''}`;
         return event.result === 'failed' ? this.logger.warn(line) : this.logger.log(line);
       }
+      case 'outbox_dead_letter':
+        return this.logger.warn(`outbox: event ${event.eventId} (${event.type}) is a dead letter after ${event.attempts} attempts: ${event.error}`);
+      case 'outbox_reaped':
+        return this.logger.log(`reaper: deleted ${event.deleted} settled outbox events in ${event.batches} batches, ${event.elapsedMs} ms`);
     }
   }
 }

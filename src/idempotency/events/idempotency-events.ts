@@ -89,7 +89,52 @@ export interface LeaseExpiredEvent {
   reason?: string;
 }
 
-export type IdempotencyEvent = AttemptEvent | CommitFailedEvent | ReapedEvent | LeaseExpiredEvent;
+/** A relay batch that claimed outbox events. */
+export interface OutboxRelayedEvent {
+  kind: 'outbox_relayed';
+  claimed: number;
+  published: number;
+  /** Failed publishes counted as attempts (the dead letters among them included). */
+  failed: number;
+  dead: number;
+  /** Left for later behind an older event of their key. */
+  blocked: number;
+  /** The broker was unreachable: the batch stopped, no attempt counted. */
+  unavailable: boolean;
+  elapsedMs: number;
+}
+
+/** An outbox event ran out of attempts: it is kept with status `dead` and no longer blocks its key. */
+export interface OutboxDeadLetterEvent {
+  kind: 'outbox_dead_letter';
+  eventId: string;
+  type: string;
+  attempts: number;
+  error: string;
+}
+
+/** The relay found the broker unreachable and paused delivery (once per outage). */
+export interface OutboxUnavailableEvent {
+  kind: 'outbox_unavailable';
+}
+
+/** A reaper pass that deleted settled (sent or dead) outbox events. */
+export interface OutboxReapedEvent {
+  kind: 'outbox_reaped';
+  deleted: number;
+  batches: number;
+  elapsedMs: number;
+}
+
+export type IdempotencyEvent =
+  | AttemptEvent
+  | CommitFailedEvent
+  | ReapedEvent
+  | LeaseExpiredEvent
+  | OutboxRelayedEvent
+  | OutboxDeadLetterEvent
+  | OutboxUnavailableEvent
+  | OutboxReapedEvent;
 
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
 

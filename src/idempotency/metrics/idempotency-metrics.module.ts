@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { IDEMPOTENCY_METRICS_REGISTRY, IdempotencyMetrics } from './idempotency-metrics.js';
+import { OutboxMetrics } from './outbox-metrics.js';
 
 export interface IdempotencyMetricsOptions {
   /** Where the metrics register. Default a registry of their own, exported as `IDEMPOTENCY_METRICS_REGISTRY`. */
@@ -18,7 +19,7 @@ export class IdempotencyMetricsModule {
     return {
       module: IdempotencyMetricsModule,
       global: true,
-      providers: [{ provide: IDEMPOTENCY_METRICS_REGISTRY, useValue: options.registry ?? new Registry() }, IdempotencyMetrics],
+      providers: [{ provide: IDEMPOTENCY_METRICS_REGISTRY, useValue: options.registry ?? new Registry() }, IdempotencyMetrics, OutboxMetrics],
       exports: [IDEMPOTENCY_METRICS_REGISTRY],
     };
   }

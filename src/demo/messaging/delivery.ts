@@ -1,0 +1,82 @@
+import type { OutboxModuleOptions } from '../../idempotency/index.js';
+
+/** How the demo delivers its outbox events and consumes them, from the environment. */
+export interface DeliveryOptions {
+  /** NATS with JetStream; without it events stay in the outbox and nothing consumes them. */
+  natsUrl?: string;
+  /** The stream, created on start when missing. */
+  stream: string;
+  /** Subjects are `${subjectPrefix}.${event type}`, e.g. `demo.order.created`. */
+  subjectPrefix: string;
+  /** Durable consumer name prefix of the fulfilment consumer. */
+  durable: string;
+  /** This process runs the relay. */
+  relay: boolean;
+  /** This process runs the fulfilment consumer. */
+  consumer: boolean;
+  /** Messages the consumer handles at once. */
+  concurrency: number;
+  /** How long JetStream waits for the consumer's ack before redelivering, in ms. */
+  ackWaitMs: number;
+  /** Relay attempts before an event becomes a dead letter, and the first backoff in ms (defaults: the library's). */
+  maxAttempts?: number;
+  backoffMs?: number;
+  /** Probability that the relay process SIGKILLs itself after a broker ack, before marking the event sent (a chaos fault). */
+  crashAfterPublish: number;
+  /** Probability that the consumer process SIGKILLs itself after its commit, before the ack (a chaos fault). */
+  crashAfterCommit: number;
+}
+
+const on = (value: string | undefined, fallback: boolean) => (value === undefined || value === '' ? fallback : !/^(0|off|false|no)$/i.test(value));
+
+export function deliveryFromEnv(env: NodeJS.ProcessEnv = process.env): DeliveryOptions {
+  return {
+    natsUrl: env.NATS_URL || undefined,
+    stream: env.NATS_STREAM ?? 'DEMO_EVENTS',
+    subjectPrefix: env.NATS_SUBJECT_PREFIX ?? 'demo',
+    durable: env.NATS_DURABLE ?? 'fulfilment',
+    relay: on(env.OUTBOX_RELAY, true),
+    consumer: on(env.FULFILMENT_CONSUMER, true),
+    concurrency: Number(env.FULFILMENT_CONCURRENCY ?? 16),
+    ackWaitMs: Number(env.FULFILMENT_ACK_WAIT_MS ?? 10_000),
+    maxAttempts: env.OUTBOX_MAX_ATTEMPTS ? Number(env.OUTBOX_MAX_ATTEMPTS) : undefined,
+    backoffMs: env.OUTBOX_BACKOFF_MS ? Number(env.OUTBOX_BACKOFF_MS) : undefined,
+    crashAfterPublish: Number(env.FAULT_CRASH_AFTER_PUBLISH ?? 0),
+    crashAfterCommit: Number(env.FAULT_CRASH_AFTER_COMMIT ?? 0),
+  };
+}
+
+/** The stream and subjects of the demo's events. */
+export function streamOf(delivery: DeliveryOptions) {
+  return { name: delivery.stream, subjects: [`${delivery.subjectPrefix}.>`] };
+}
+
+/** The outbox module's options: a JetStream publisher where this process relays, none otherwise. */
+export async function outboxOptions(delivery: DeliveryOptions): Promise<OutboxModuleOptions> {
+  if (!delivery.natsUrl || !delivery.relay) return {};
+  // Loaded only with NATS: the demo without it never loads the NATS client.
+  const { JetStreamPublisher } = await import('../../idempotency/nats/index.js');
+  const { crashingPublisher } = await import('./crash-faults.js');
+  const publisher = await JetStreamPublisher.connect({ servers: delivery.natsUrl, stream: streamOf(delivery), subjectPrefix: delivery.subjectPrefix });
+  return {
+    publisher: crashingPublisher(publisher, delivery.crashAfterPublish),
+    relay: { pollIntervalMs: 1000, maxAttempts: delivery.maxAttempts, backoff: { baseMs: delivery.backoffMs } },
+  };
+}
+
+/** The transport serving the fulfilment consumer. */
+export async function fulfilmentTransport(delivery: DeliveryOptions) {
+  const { JetStreamTransport } = await import('../../idempotency/nats/index.js');
+  return new JetStreamTransport({
+    servers: delivery.natsUrl!,
+    stream: streamOf(delivery),
+    subjectPrefix: delivery.subjectPrefix,
+    durable: delivery.durable,
+    concurrency: delivery.concurrency,
+    ackWaitMs: delivery.ackWaitMs,
+  });
+}
+
+export const DELIVERY_OFF_MESSAGE =
+  'Event delivery is off: order.created events are written to idempotency_outbox and stay there. ' +
+  'Set NATS_URL (e.g. NATS_URL=nats://127.0.0.1:4222, a NATS server with JetStream) to run the outbox relay and the fulfilment consumer.';

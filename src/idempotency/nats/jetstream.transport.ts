@@ -1,0 +1,169 @@
+import { AckPolicy, type ConsumerMessages, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
+import { connect, nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
+import { type CustomTransportStrategy, Server } from '@nestjs/microservices';
+import { lastValueFrom } from 'rxjs';
+import { IdempotentMessageError } from '../messaging/message.errors.js';
+import { JetStreamContext } from './jetstream.context.js';
+import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+
+export interface JetStreamTransportOptions {
+  /** NATS servers, e.g. `nats://127.0.0.1:4222`. */
+  servers: string | string[];
+  /** Further NATS connection options. */
+  connection?: Omit<NodeConnectionOptions, 'servers'>;
+  /** The stream the handlers consume from; created on start when missing. */
+  stream: JetStreamStreamOptions;
+  /**
+   * Names this application's durable consumers: one per `@EventPattern()`,
+   * named `${durable}_${pattern}`, filtered on the pattern's subject
+   * (wildcards allowed). Instances with the same name share the work.
+   */
+  durable: string;
+  /**
+   * Prepended to every pattern to name its subject: with `events`, the
+   * handler of `order.created` consumes `events.order.created`, as the
+   * publisher's `subjectPrefix` sends it. Default none: patterns are subjects.
+   */
+  subjectPrefix?: string;
+  /** How long JetStream waits for an ack before redelivering, in ms. Default 30 s. */
+  ackWaitMs?: number;
+  /** Deliveries of one message before JetStream gives up on it. Default 100. */
+  maxDeliver?: number;
+  /** Messages each handler processes at once. Default 1: in stream order. */
+  concurrency?: number;
+  /** Delay before a failed message is redelivered: `baseMs * 2^(deliveries - 1)` up to `maxMs`. Default 500 ms to 30 s. */
+  redeliveryBackoff?: { baseMs?: number; maxMs?: number };
+}
+
+/**
+ * A NestJS transport for NATS JetStream event handlers (`@EventPattern()`),
+ * built for `@Idempotent()` handlers: each pattern gets a durable pull
+ * consumer with explicit acks, and a message is acknowledged only after its
+ * handler returned, that is after the idempotent flow committed. A crash
+ * before the ack redelivers it, and the handler's record turns the
+ * redelivery into a replay. A failed handler's message is not acknowledged:
+ * it is redelivered after a backoff. A message the idempotent flow refuses
+ * for good (no key, a key reused with other data) is terminated.
+ *
+ * @example
+ * app.connectMicroservice({ strategy: new JetStreamTransport({ servers, stream: { name: 'EVENTS', subjects: ['events.>'] }, durable: 'fulfilment' }) });
+ */
+export class JetStreamTransport extends Server implements CustomTransportStrategy {
+  /** Handler errors reach this transport, which decides between redelivery and termination. */
+  override readonly propagatesEventHandlerErrors = true;
+  private connection?: NatsConnection;
+  private readonly subscriptions: ConsumerMessages[] = [];
+  private readonly loops: Array<Promise<void>> = [];
+
+  constructor(private readonly options: JetStreamTransportOptions) {
+    super();
+  }
+
+  async listen(callback: (error?: unknown) => void): Promise<void> {
+    try {
+      this.connection = await connect({ name: this.options.durable, maxReconnectAttempts: -1, reconnectTimeWait: 500, ...this.options.connection, servers: this.options.servers });
+      if ((await ensureStream(this.connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name}`);
+      for (const [pattern, handler] of this.messageHandlers) {
+        if (!handler.isEventHandler) {
+          this.logger.warn(`${pattern}: JetStream carries events; @MessagePattern() handlers are not served by this transport`);
+          continue;
+        }
+        this.loops.push((await this.consume(pattern)).loop);
+      }
+      callback();
+    } catch (error) {
+      callback(error);
+    }
+  }
+
+  /** Stops pulling, lets messages in flight finish (and be acked), then closes the connection. */
+  async close(): Promise<void> {
+    for (const subscription of this.subscriptions) void subscription.stop();
+    await Promise.allSettled(this.loops);
+    if (this.connection && !this.connection.isClosed()) await this.connection.drain().catch(() => this.connection?.close());
+  }
+
+  on(): never {
+    throw new Error('JetStreamTransport has no events to listen to');
+  }
+
+  unwrap<T>(): T {
+    if (!this.connection) throw new Error('JetStreamTransport is not connected yet');
+    return this.connection as T;
+  }
+
+  /** Creates the pattern's durable consumer when missing and starts pulling; `loop` ends once stopped and drained. */
+  private async consume(pattern: string): Promise<{ loop: Promise<void> }> {
+    const connection = this.connection!;
+    const name = `${this.options.durable}_${pattern.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+    const manager = await jetstreamManager(connection);
+    try {
+      await manager.consumers.info(this.options.stream.name, name);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || error.code !== JetStreamApiCodes.ConsumerNotFound) throw error;
+      await manager.consumers.add(this.options.stream.name, {
+        durable_name: name,
+        filter_subject: this.options.subjectPrefix ? `${this.options.subjectPrefix}.${pattern}` : pattern,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: nanos(this.options.ackWaitMs ?? 30_000),
+        max_deliver: this.options.maxDeliver ?? 100,
+      });
+    }
+    const consumer = await jetstream(connection).consumers.get(this.options.stream.name, name);
+    const concurrency = Math.max(1, this.options.concurrency ?? 1);
+    const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2) });
+    this.subscriptions.push(messages);
+    this.logger.log(`consuming ${pattern} from ${this.options.stream.name} as ${name}`);
+    const loop = (async () => {
+      const inFlight = new Set<Promise<void>>();
+      for await (const message of messages) {
+        const task = this.process(pattern, message).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+        if (inFlight.size >= concurrency) await Promise.race(inFlight);
+      }
+      await Promise.allSettled(inFlight);
+    })();
+    return { loop };
+  }
+
+  /** Runs the handler; acks after it returned, naks (redelivery later) or terms after it failed. */
+  private async process(pattern: string, message: JsMsg): Promise<void> {
+    const handler = this.getHandlerByPattern(pattern)!;
+    try {
+      const result = await handler(decode(message), new JetStreamContext([message]));
+      await lastValueFrom(this.transformToObservable(result), { defaultValue: undefined });
+      message.ack();
+    } catch (error) {
+      if (error instanceof IdempotentMessageError && !error.redeliver) {
+        this.logger.error(`${message.subject} #${message.seq}: ${error.message}`);
+        message.term(); // without a reason: servers before 2.10 do not know '+TERM reason'
+        return;
+      }
+      const delay = error instanceof IdempotentMessageError && error.retryAfterMs !== undefined ? error.retryAfterMs : this.redeliveryDelay(message.info.deliveryCount);
+      if (!(error instanceof IdempotentMessageError)) this.logger.warn(`${message.subject} #${message.seq} failed (delivery ${message.info.deliveryCount}), redelivery in ${delay} ms: ${describe(error)}`);
+      message.nak(delay);
+    }
+  }
+
+  private redeliveryDelay(deliveries: number): number {
+    const baseMs = this.options.redeliveryBackoff?.baseMs ?? 500;
+    const maxMs = this.options.redeliveryBackoff?.maxMs ?? 30_000;
+    return Math.min(maxMs, baseMs * 2 ** Math.max(0, deliveries - 1));
+  }
+}
+
+/** JSON payloads as values; anything else as text. */
+function decode(message: JsMsg): unknown {
+  const text = message.string();
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return typeof error === 'object' ? JSON.stringify(error) : String(error);
+}

@@ -1,0 +1,80 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CurrentOperation } from '../current-operation.js';
+import { hashKey } from '../events/idempotency-events.js';
+import { TransactionHost } from '../transaction-host.js';
+import type { ResolvedOutboxOptions } from './outbox.options.js';
+import { OutboxStatements } from './outbox.store.js';
+import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
+
+/** An event to deliver once the current transaction commits. */
+export interface NewOutboxEvent {
+  /** What happened, e.g. `order.created`; publishers derive the subject or topic from it. */
+  type: string;
+  /** JSON-serialisable. */
+  payload: unknown;
+  /**
+   * The ordering key, e.g. the aggregate's id: events with the same key are
+   * published one at a time, in commit order. Without one, an event has no
+   * order relative to others.
+   */
+  key?: string;
+  /** Headers to publish with the event. */
+  headers?: Record<string, string>;
+}
+
+/** `outbox.add()` was called outside a transaction: the event could commit without its change. */
+export class OutboxOutsideTransactionError extends Error {
+  constructor() {
+    super(
+      'outbox.add() needs a transaction: call it inside an @Idempotent() handler or a phase of a phased operation, ' +
+        'or inside your own transaction through TransactionHost.run(manager, () => outbox.add(...)).',
+    );
+    this.name = 'OutboxOutsideTransactionError';
+  }
+}
+
+/**
+ * Writes events in the current transaction (`TransactionHost.manager`), so
+ * an event commits exactly when the change it announces does; the relay
+ * delivers it afterwards, at least once.
+ *
+ * Inside an idempotent operation, an event's id is derived from the
+ * operation's record (scope, operation, key, claim time), the phase and the
+ * event's index in the transaction: the same event keeps the same id
+ * wherever it is published from, and consumers deduplicate on it.
+ *
+ * @example
+ * constructor(private readonly tx: TransactionHost, private readonly outbox: Outbox) {}
+ * async create(dto: CreateOrderDto) {
+ *   const order = await this.tx.manager.save(Order, dto);
+ *   await this.outbox.add({ type: 'order.created', payload: order, key: order.id });
+ * }
+ */
+@Injectable()
+export class Outbox {
+  constructor(
+    private readonly transactions: TransactionHost,
+    @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+  ) {}
+
+  /** Adds an event to the current transaction and returns its id. */
+  async add(event: NewOutboxEvent): Promise<string> {
+    if (!this.transactions.isTransactional) throw new OutboxOutsideTransactionError();
+    const operation = CurrentOperation.get();
+    const insert = {
+      type: event.type,
+      payload: JSON.stringify(event.payload ?? null),
+      headers: JSON.stringify(event.headers ?? {}),
+      orderingKey: event.key ?? null,
+      sourceKeyHash: operation ? hashKey(operation.id) : null,
+    };
+    const statement = operation
+      ? OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify)
+      : OutboxStatements.insert(insert, this.options.notify);
+    const rows: Array<{ id: string }> = await this.transactions.manager.query(statement.text, statement.values);
+    if (rows.length === 0) {
+      throw new Error(`outbox.add() ran in a transaction that cannot see the idempotency record of ${operation?.id.operation}: add events through TransactionHost.manager's transaction.`);
+    }
+    return rows[0].id;
+  }
+}
