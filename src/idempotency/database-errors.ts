@@ -8,9 +8,11 @@ const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIP
 /**
  * Messages of a lost connection. TypeORM releases a QueryRunner whose
  * connection errors, so the next query of a request on it fails with
- * "Query runner already released".
+ * "Query runner already released", or, through an EntityManager bound to
+ * it, "connection provided by a query runner was already released".
  */
-const CONNECTION_LOST_MESSAGE = /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Query runner already released/i;
+const CONNECTION_LOST_MESSAGE =
+  /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Query runner already released|connection provided by a query runner was already released/i;
 
 /** Whether the error says the database connection was lost or refused. */
 export function isConnectionLost(error: unknown): boolean {
