@@ -13,8 +13,11 @@ export interface BenchAppOptions {
   databaseUrl: string;
   /** Set when a Redis server answers: adds the peer's route. */
   peer?: PeerOptions;
-  /** Module options that survive JSON, e.g. `replayCacheSize: 0` or a reaper schedule; unset ones keep the module's defaults. */
-  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'reaper' | 'retention' | 'wait'>;
+  /**
+   * Module options that survive JSON, e.g. `replayCacheSize: 0`, a reaper
+   * schedule or `encryption` with base64 keys; unset ones keep the module's defaults.
+   */
+  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { createBenchDatabase } from './bench-database.js';
-import { startBenchApp, startLoadGenerator } from './child-processes.js';
+import type { BenchAppOptions } from './bench-app.module.js';
+import { type BenchAppProcess, startBenchApp, startLoadGenerator } from './child-processes.js';
 import type { BenchOptions } from './cli-options.js';
 import type { CleanupStack } from './cleanup-stack.js';
 import type { PeerOptions } from './peer-orders.controller.js';
@@ -9,8 +10,8 @@ import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
 import { formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
 import { currentCommit, describeMachine, writeResults } from './results-file.js';
-import { loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
-import { headlineRatios, ratiosToBare, summarise, type ScenarioRun } from './statistics.js';
+import { type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
+import { encryptionRatios, headlineRatios, ratiosToBare, summarise, type ScenarioRun } from './statistics.js';
 
 /** Slack on top of a job's own duration before the runner gives up on the load generator. */
 const JOB_SLACK_MS = 120_000;
@@ -36,19 +37,21 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const scenarios = SCENARIOS.filter((scenario) => (!scenario.peer || peer) && (!options.only || options.only.includes(scenario.id)));
   if (peer) notes.push('The peer records its outcome in Redis after the business transaction committed, so its record and the order are not atomic; the bench measures cost, not guarantees.');
 
-  const app = await startBenchApp({ databaseUrl: database.url, peer });
-  cleanup.add('bench app', app.stop);
+  const apps = await startApps(scenarios, database.url, peer, cleanup);
   const load = startLoadGenerator();
   cleanup.add('load generator', load.stop);
-  const appDied = app.exited.then((code) => Promise.reject(new Error(`the bench app exited (code ${code}) during the run`)));
+  const appDied = Promise.race(
+    [...apps].map(([variant, app]) => app.exited.then((code) => Promise.reject(new Error(`the ${variant} bench app exited (code ${code}) during the run`)))),
+  );
   appDied.catch(() => undefined);
+  if (apps.size > 1) notes.push(`Scenarios ran against ${apps.size} bench app processes (${[...apps.keys()].join(', ')}), each idle while another is measured.`);
 
   log(machine.line);
   log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
   const runs: ScenarioRun[] = [];
   for (let round = 1; round <= options.rounds; round++) {
     for (const scenario of scenarios) {
-      const job = loadJobFor(scenario, round, options, runId, app.url);
+      const job = loadJobFor(scenario, round, options, runId, apps.get(scenario.app)!.url);
       const timeoutMs = (options.warmupSeconds + options.durationSeconds) * 1000 + JOB_SLACK_MS;
       const phases = await Promise.race([load.run(job, timeoutMs), appDied]);
       const run: ScenarioRun = { scenario: scenario.id, round, phases, measured: phases[phases.length - 1], problems: problemsOf(scenario, phases) };
@@ -61,7 +64,8 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const summaries = summarise(scenarios, runs);
   const ratios = ratiosToBare(summaries, runs);
   const headline = headlineRatios(ratios, summaries);
-  console.log(`\n${formatReport(runs, summaries, ratios, headline)}\n`);
+  const encryption = encryptionRatios(summaries, runs);
+  console.log(`\n${formatReport(runs, summaries, ratios, headline, encryption)}\n`);
   console.log(`Machine: ${machine.line}; load average ${machine.loadAverageAtStart.join(' ')} at the start, ${machine.loadAverageAtEnd.join(' ')} at the end.`);
 
   const svg = await renderResultsChart(runs, summaries, machine.line).catch((error: unknown) => {
@@ -69,13 +73,36 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
     return undefined;
   });
   const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
-  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
+  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, encryption, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
   log(`wrote ${written.join(', ')}`);
   for (const note of notes) log(`note: ${note}`);
 
   const problems = summaries.flatMap((summary) => summary.problems.map((problem) => `${summary.label}, ${problem}`));
   for (const problem of problems) log(`PROBLEM: ${problem}`);
   return problems.length ? 1 : 0;
+}
+
+/** Module options of each bench app variant; `main` keeps the module's defaults. */
+const VARIANT_OPTIONS: Record<BenchAppVariant, () => BenchAppOptions['idempotency']> = {
+  main: () => undefined,
+  uncached: () => ({ replayCacheSize: 0 }),
+  // A fresh key per run: the bench database is dropped at the end, and nothing sealed outlives it.
+  encrypted: () => ({ replayCacheSize: 0, encryption: { keys: [{ id: 'bench', key: randomBytes(32).toString('base64') }] } }),
+};
+
+/**
+ * One bench app process per variant the scenarios load, started one after
+ * another so that only the first runs the migrations on the fresh database.
+ */
+async function startApps(scenarios: readonly Scenario[], databaseUrl: string, peer: PeerOptions | undefined, cleanup: CleanupStack): Promise<Map<BenchAppVariant, BenchAppProcess>> {
+  const apps = new Map<BenchAppVariant, BenchAppProcess>();
+  for (const variant of Object.keys(VARIANT_OPTIONS) as BenchAppVariant[]) {
+    if (!scenarios.some((scenario) => scenario.app === variant)) continue;
+    const app = await startBenchApp({ databaseUrl, ...(variant === 'main' && { peer }), idempotency: VARIANT_OPTIONS[variant]() });
+    cleanup.add(`${variant} bench app`, app.stop);
+    apps.set(variant, app);
+  }
+  return apps;
 }
 
 /** The peer's settings when it should run and a Redis server answers; its keys are removed at cleanup. */

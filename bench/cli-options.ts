@@ -30,7 +30,8 @@ export const USAGE = `Usage: npm run bench -- [flags]
   --connections <n>    concurrent connections of the load generator (default 32)
   --burst-size <n>     identical concurrent requests per key in duplicate bursts (default 4)
   --replay-keys <n>    completed keys created for the replay scenarios (default 1000)
-  --only <ids>         comma-separated scenario ids: floor,bare,first,replay,bursts,peer-first,peer-replay
+  --only <ids>         comma-separated scenario ids: floor,bare,first,replay,bursts,peer-first,peer-replay,
+                       uncached-first,uncached-replay,encrypted-first,encrypted-replay
   --no-peer            skip @node-idempotency/nestjs even when Redis answers
   --redis-url <url>    the peer's Redis (default REDIS_URL, else redis://127.0.0.1:6379)
   --results-name <n>   write bench/results/<n>.json and <n>.svg (default latest)

@@ -1,7 +1,13 @@
-import type { HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary } from './statistics.js';
+import type { EncryptionRatio, HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary } from './statistics.js';
 
 /** The printed report: per-round numbers, medians with ratios, the headline ratios and the burst outcomes. */
-export function formatReport(runs: readonly ScenarioRun[], summaries: readonly ScenarioSummary[], ratios: readonly RatioToBare[], headline: HeadlineRatios): string {
+export function formatReport(
+  runs: readonly ScenarioRun[],
+  summaries: readonly ScenarioSummary[],
+  ratios: readonly RatioToBare[],
+  headline: HeadlineRatios,
+  encryption: readonly EncryptionRatio[] = [],
+): string {
   const labelOf = new Map(summaries.map((summary) => [summary.id, summary.label]));
   const perRound = table(
     ['scenario', 'round', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx'],
@@ -38,6 +44,16 @@ export function formatReport(runs: readonly ScenarioRun[], summaries: readonly S
     'Ratios of medians',
     ...headlineLines(headline),
   ];
+  if (encryption.length) {
+    lines.push(
+      '',
+      'Encryption at rest: encrypted ÷ the same app without encryption, both without a replay cache',
+      table(
+        ['path', 'req/s ratio', 'per round', 'p99 ratio'],
+        encryption.map((ratio) => [ratio.path === 'first' ? 'first execution' : 'replay (reads and decrypts)', fixed(ratio.throughput, 2), ratio.throughputByRound.map((value) => fixed(value, 2)).join(' '), fixed(ratio.p99, 2)]),
+      ),
+    );
+  }
   const bursts = summaries.find((summary) => summary.id === 'bursts');
   if (bursts) lines.push('', burstLine(bursts));
   return lines.join('\n');

@@ -2,7 +2,26 @@ import type { BenchOptions } from './cli-options.js';
 import type { KeyPlan, LoadJob, LoadPhase, PhaseResult } from './load-protocol.js';
 
 /** The scenario ids `--only` takes. */
-export type ScenarioId = 'floor' | 'bare' | 'first' | 'replay' | 'bursts' | 'peer-first' | 'peer-replay';
+export type ScenarioId =
+  | 'floor'
+  | 'bare'
+  | 'first'
+  | 'replay'
+  | 'bursts'
+  | 'peer-first'
+  | 'peer-replay'
+  | 'uncached-first'
+  | 'uncached-replay'
+  | 'encrypted-first'
+  | 'encrypted-replay';
+
+/**
+ * Which bench app process a scenario loads: `main` (the module's defaults),
+ * `uncached` (`replayCacheSize: 0`, so every replay reads its record) or
+ * `encrypted` (the same, with `encryption` on). The last two differ only by
+ * encryption, so their ratio is its cost.
+ */
+export type BenchAppVariant = 'main' | 'uncached' | 'encrypted';
 
 /** One kind of load against one bench route. */
 export interface Scenario {
@@ -12,6 +31,7 @@ export interface Scenario {
   keys: KeyPlan['mode'];
   /** Runs only when the peer's route exists (a Redis server answered). */
   peer: boolean;
+  app: BenchAppVariant;
   /** Statuses a healthy run answers with. */
   statuses: readonly number[];
   /** Whether 2xx answers must all be replays, must all be first executions, or may be either. */
@@ -20,13 +40,17 @@ export interface Scenario {
 
 /** In the order they run in each round; every scenario sends the same body and an Idempotency-Key. */
 export const SCENARIOS: readonly Scenario[] = [
-  { id: 'floor', label: 'framework floor', path: '/bench/floor', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
-  { id: 'bare', label: 'bare transaction', path: '/bench/orders/bare', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
-  { id: 'first', label: 'first execution', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, statuses: [201], replays: 'none' },
-  { id: 'replay', label: 'replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, statuses: [201], replays: 'all' },
-  { id: 'bursts', label: 'duplicate bursts', path: '/bench/orders/idempotent', keys: 'burst', peer: false, statuses: [201, 409], replays: 'any' },
-  { id: 'peer-first', label: 'peer first execution', path: '/bench/peer/orders', keys: 'fresh', peer: true, statuses: [201], replays: 'none' },
-  { id: 'peer-replay', label: 'peer replay', path: '/bench/peer/orders', keys: 'cycle', peer: true, statuses: [201], replays: 'all' },
+  { id: 'floor', label: 'framework floor', path: '/bench/floor', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  { id: 'bare', label: 'bare transaction', path: '/bench/orders/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  { id: 'first', label: 'first execution', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  { id: 'replay', label: 'replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'main', statuses: [201], replays: 'all' },
+  { id: 'bursts', label: 'duplicate bursts', path: '/bench/orders/idempotent', keys: 'burst', peer: false, app: 'main', statuses: [201, 409], replays: 'any' },
+  { id: 'peer-first', label: 'peer first execution', path: '/bench/peer/orders', keys: 'fresh', peer: true, app: 'main', statuses: [201], replays: 'none' },
+  { id: 'peer-replay', label: 'peer replay', path: '/bench/peer/orders', keys: 'cycle', peer: true, app: 'main', statuses: [201], replays: 'all' },
+  { id: 'uncached-first', label: 'first, cache off', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'uncached', statuses: [201], replays: 'none' },
+  { id: 'uncached-replay', label: 'replay, cache off', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'uncached', statuses: [201], replays: 'all' },
+  { id: 'encrypted-first', label: 'encrypted first', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'encrypted', statuses: [201], replays: 'none' },
+  { id: 'encrypted-replay', label: 'encrypted replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'encrypted', statuses: [201], replays: 'all' },
 ];
 
 /** The demo's order body: valid for CreateOrderDto, identical on every request so replays match their fingerprint. */

@@ -52,6 +52,44 @@ export interface HeadlineRatios {
   firstExecutionVersusPeer?: number;
 }
 
+/** What encryption at rest costs: an encrypted scenario against its plain twin, both without a replay cache. */
+export interface EncryptionRatio {
+  /** `first` or `replay`. */
+  path: 'first' | 'replay';
+  encrypted: ScenarioId;
+  plain: ScenarioId;
+  /** Encrypted ÷ plain median req/s: below 1 means slower. */
+  throughput: number;
+  /** Encrypted ÷ plain median p99: above 1 means slower. */
+  p99: number;
+  throughputByRound: number[];
+}
+
+const ENCRYPTION_PAIRS: ReadonlyArray<Pick<EncryptionRatio, 'path' | 'encrypted' | 'plain'>> = [
+  { path: 'first', encrypted: 'encrypted-first', plain: 'uncached-first' },
+  { path: 'replay', encrypted: 'encrypted-replay', plain: 'uncached-replay' },
+];
+
+/** Encrypted ÷ plain for first executions and replays, from medians and round by round, where both scenarios ran. */
+export function encryptionRatios(summaries: readonly ScenarioSummary[], runs: readonly ScenarioRun[]): EncryptionRatio[] {
+  return ENCRYPTION_PAIRS.flatMap((pair) => {
+    const encrypted = summaries.find((summary) => summary.id === pair.encrypted);
+    const plain = summaries.find((summary) => summary.id === pair.plain);
+    if (!encrypted || !plain) return [];
+    const plainByRound = new Map(runs.filter((run) => run.scenario === pair.plain).map((run) => [run.round, run.measured]));
+    return [
+      {
+        ...pair,
+        throughput: encrypted.medianRequestsPerSecond / plain.medianRequestsPerSecond,
+        p99: encrypted.medianP99Ms / plain.medianP99Ms,
+        throughputByRound: runs
+          .filter((run) => run.scenario === pair.encrypted && plainByRound.has(run.round))
+          .map((run) => run.measured.requestsPerSecond / plainByRound.get(run.round)!.requestsPerSecond),
+      },
+    ];
+  });
+}
+
 /** The median; the mean of the middle two for an even count. */
 export function median(values: readonly number[]): number {
   if (values.length === 0) return NaN;

@@ -11,6 +11,7 @@ export const IdempotencyProblemType = {
   RequestNotCanonical: 'urn:nest-idempotency:problem:request-not-canonical',
   DatabaseUnavailable: 'urn:nest-idempotency:problem:database-unavailable',
   OperationUnfinished: 'urn:nest-idempotency:problem:operation-unfinished',
+  RecordUndecryptable: 'urn:nest-idempotency:problem:record-undecryptable',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -142,6 +143,42 @@ export class UnstorableResponseException extends IdempotencyProblem {
       title: 'Response cannot be recorded',
       status: HttpStatus.INTERNAL_SERVER_ERROR,
       detail: `An idempotent route answered with ${what}, which cannot be replayed. Its work was rolled back.`,
+    });
+  }
+}
+
+/**
+ * Why a recorded outcome could not be read back under `encryption`:
+ * - `plaintext-refused`: stored in plaintext, and `acceptPlaintext` is off;
+ * - `encryption-off`: sealed, and the module has no `encryption` keys;
+ * - `malformed`: not a well-formed envelope;
+ * - `unsupported-version`: an envelope version this module does not read;
+ * - `unknown-key`: sealed with a key id that is not configured;
+ * - `authentication-failed`: tampered, copied from another key, or sealed under another key with the same id.
+ */
+export type RecordUndecryptableReason =
+  | 'plaintext-refused'
+  | 'encryption-off'
+  | 'malformed'
+  | 'unsupported-version'
+  | 'unknown-key'
+  | 'authentication-failed';
+
+/**
+ * 500: the key's recorded outcome cannot be read back (see
+ * `RecordUndecryptableReason`), so it is not replayed. The record stays: the
+ * key is not free, the operation may have run. `reason` is for logs and
+ * events; the client's problem document does not name it.
+ */
+export class IdempotencyRecordUndecryptableException extends IdempotencyProblem {
+  constructor(readonly reason: RecordUndecryptableReason) {
+    super({
+      type: IdempotencyProblemType.RecordUndecryptable,
+      title: 'Recorded outcome unreadable',
+      status: HttpStatus.INTERNAL_SERVER_ERROR,
+      detail:
+        'This key has a recorded outcome that the server cannot decrypt, so it is not replayed. The operation may have run; ' +
+        'the key stays taken until its record expires.',
     });
   }
 }

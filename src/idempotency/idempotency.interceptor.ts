@@ -12,16 +12,18 @@ import {
   IdempotencyKeyMalformedException,
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
+  IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
 } from './idempotency.exceptions.js';
-import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
+import { type ClaimRow, hasOutcome, IdempotencyStatements, type LiveRecordRow, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { asUnavailable, isLockTimeout } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { captureError, captureSuccess } from './outcome-capture.js';
+import { OutcomeCodec } from './outcome-codec.js';
 import { applyOutcomeHeaders, type RecordedOutcome, RecordedOutcomeResponse } from './recorded-outcome.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
@@ -59,6 +61,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly routes: IdempotentRoutes,
     private readonly cache: ReplayCache,
     private readonly replays: ReplayLikelihood,
+    private readonly outcomes: OutcomeCodec,
     private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
     private readonly adapterHost: HttpAdapterHost,
@@ -88,7 +91,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return defer(() => this.settle(key, route, request, response, next, attempt).catch(asUnavailable)).pipe(
       tap({
         next: ({ outcome, replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: outcome.status }),
-        error: (error: unknown) => this.events.emit({ ...attempt, outcome: outcomeOfError(error), status: statusOf(error) }),
+        error: (error: unknown) =>
+          this.events.emit({
+            ...attempt,
+            outcome: outcomeOfError(error),
+            status: statusOf(error),
+            ...(error instanceof IdempotencyRecordUndecryptableException && { undecryptable: error.reason }),
+          }),
       }),
     );
   }
@@ -117,8 +126,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private async findLive(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     const { text, values } = IdempotencyStatements.findLive(id);
     const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
-    const record = row && toStoredRecord(row);
-    this.replays.observe(id.operation, record?.outcome != null);
+    this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
+    const record = row && toStoredRecord(row, id, this.outcomes);
     if (!record?.outcome) return undefined;
     return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
   }
@@ -162,7 +171,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       attempt.handlerMs = performance.now() - handlerStarted;
       const commitStarted = performance.now();
       await transaction
-        .commitWith(IdempotencyStatements.complete(id, outcome))
+        .commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, outcome)))
         .catch((error: Error) => {
           this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
           throw error;
@@ -188,7 +197,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (!row) attempt.collided = true;
     const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
     await transaction.rollback();
-    const record = holder && toStoredRecord(holder as RecordRow);
+    // An outcome that does not decrypt throws here: it is not replayed, and the claim took nothing over.
+    const record = holder && toStoredRecord(holder as RecordRow, id, this.outcomes);
     if (!record?.outcome) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
@@ -232,6 +242,7 @@ function outcomeOfError(error: unknown): AttemptOutcome {
   if (error instanceof IdempotencyRequestInProgressException) return 'conflict';
   if (error instanceof IdempotencyRequestNotCanonicalException) return 'not_canonical';
   if (error instanceof IdempotencyDatabaseUnavailableException) return 'unavailable';
+  if (error instanceof IdempotencyRecordUndecryptableException) return 'undecryptable';
   return 'rolled_back';
 }
 

@@ -24,6 +24,7 @@ import { PhasedFlow } from './phases/phased-flow.js';
 import { OperationRegistry } from './phases/operation-registry.js';
 import { OperationRunner } from './phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { OutcomeCodec } from './outcome-codec.js';
 import { ReplayCache } from './replay-cache.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { TransactionHost } from './transaction-host.js';
@@ -49,6 +50,7 @@ import { TransactionHost } from './transaction-host.js';
       inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
     },
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
+    { provide: OutcomeCodec, useFactory: (options: ResolvedModuleOptions) => new OutcomeCodec(options.encryption), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
     IdempotentMutations,
@@ -82,6 +84,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotencyReaper,
     ReplayCache,
     ReplayLikelihood,
+    OutcomeCodec,
     IdempotentRoutes,
     IdempotencyInterceptor,
     IdempotencyFilter,

@@ -1,5 +1,7 @@
 import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-events.js';
+import type { ResolvedEncryptionOptions } from './outcome-codec.js';
+import { type EncryptionKey, masterKeys } from './outcome-encryption.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
@@ -67,6 +69,15 @@ export interface IdempotencyModuleOptions {
    * `max_prepared_statements`. Default true.
    */
   preparedStatements?: boolean;
+  /**
+   * Encryption at rest of recorded outcomes: headers and body sealed
+   * together with AES-256-GCM, under a key derived per record. Default: off,
+   * outcomes are stored as sent.
+   *
+   * @example
+   * encryption: { keys: [{ id: '2025-06', key: process.env.IDEMPOTENCY_KEY_2025_06! }, { id: '2024-12', key: oldKey }] }
+   */
+  encryption?: EncryptionOptions;
   /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
@@ -82,6 +93,26 @@ export interface IdempotencyModuleOptions {
    * IdempotencyModule.forRoot({ allowInterceptorsAround: [RequestLoggingInterceptor] })
    */
   allowInterceptorsAround?: ReadonlyArray<Type<NestInterceptor> | NestInterceptor>;
+}
+
+/** Encryption at rest of recorded outcomes. */
+export interface EncryptionOptions {
+  /**
+   * Master keys, 32 bytes each (a Buffer, or a base64 or base64url string),
+   * each with an id that the records it seals carry. New outcomes are sealed
+   * with the first; a record opens with whichever listed key it names. To
+   * rotate, put the new key first and keep the old ones until the records
+   * they sealed have expired.
+   */
+  keys: readonly EncryptionKey[];
+  /**
+   * Replay outcomes recorded in plaintext, as before encryption was turned
+   * on. Default false: such a record answers a 500 problem
+   * (`record-undecryptable`) and is not replayed. Turn it on while
+   * encryption is rolled out over an existing table, and off again once the
+   * plaintext records have expired.
+   */
+  acceptPlaintext?: boolean;
 }
 
 /** How the reaper deletes expired records and finishes abandoned claims. */
@@ -144,11 +175,13 @@ export interface IdempotentOptions {
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
-export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent'>> {
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
   onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
+  /** Unset: outcomes are stored in plaintext. */
+  encryption: ResolvedEncryptionOptions | undefined;
 }
 
 /**
@@ -183,6 +216,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
       enabled: options.reaper !== false,

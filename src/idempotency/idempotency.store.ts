@@ -23,9 +23,35 @@ export interface RecordRow {
   fingerprint: string;
   status: IdempotencyRecordStatus;
   response_status: number | null;
+  /** Plaintext records: the headers. Sealed ones (encryption at rest): NULL, the headers are in the body's envelope. */
   response_headers: Record<string, string> | null;
+  /** Plaintext records: the exact body text. Sealed ones: the envelope of headers and body. */
   response_body: string | null;
   expires_at: Date;
+}
+
+/** The columns of a recorded outcome, as read. */
+export interface OutcomeColumns {
+  response_status: number;
+  response_headers: Record<string, string> | null;
+  response_body: string | null;
+}
+
+/**
+ * An outcome as its columns store it, made only by `OutcomeCodec.encode`:
+ * sealed when encryption is on. Statements that record an outcome take this,
+ * never a RecordedOutcome, so none can write one around the codec.
+ */
+export type EncodedOutcome = {
+  readonly status: number;
+  /** JSON text of the headers; null when sealed. */
+  readonly headers: string | null;
+  readonly body: string | null;
+} & { readonly __encodedBy: 'OutcomeCodec' };
+
+/** Reads a recorded outcome back (`OutcomeCodec`): decrypts it, or throws when it must not be replayed. */
+export interface OutcomeDecoder {
+  decode(id: RecordId, columns: OutcomeColumns): RecordedOutcome;
 }
 
 /** The claim's one row: the claim itself, the live record that holds the key, or neither (`claimed` null). */
@@ -109,21 +135,28 @@ export const IdempotencyStatements = {
   },
 
   /** Records the outcome in the claim's transaction. */
-  complete(id: RecordId, outcome: RecordedOutcome): PreparedStatement {
+  complete(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
     return {
       name: 'idempotency.complete',
       text: `UPDATE idempotency_records
                 SET status = 'completed', response_status = $4, response_headers = $5, response_body = $6, completed_at = now()
               WHERE scope = $1 AND operation = $2 AND key = $3`,
-      values: [id.scope, id.operation, id.key, outcome.status, JSON.stringify(outcome.headers), outcome.body],
+      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body],
     };
   },
 };
 
-export function toStoredRecord(row: RecordRow): StoredRecord {
-  const outcome =
-    row.status !== 'in_progress' && row.response_status !== null
-      ? { status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body }
-      : null;
+/**
+ * The record of `id` as the flows use it. Its outcome goes through `outcomes`
+ * (the codec), which throws IdempotencyRecordUndecryptableException for one
+ * that must not be replayed.
+ */
+export function toStoredRecord(row: RecordRow, id: RecordId, outcomes: OutcomeDecoder): StoredRecord {
+  const outcome = hasOutcome(row) ? outcomes.decode(id, row) : null;
   return { fingerprint: row.fingerprint, status: row.status, outcome, expiresAt: row.expires_at };
+}
+
+/** Whether the row holds a recorded outcome (a finished record), without reading it. */
+export function hasOutcome(row: RecordRow): row is RecordRow & OutcomeColumns {
+  return row.status !== 'in_progress' && row.response_status !== null;
 }

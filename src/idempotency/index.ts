@@ -1,7 +1,8 @@
 export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export type { IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
+export type { EncryptionOptions, IdempotencyModuleOptions, IdempotentOptions, StoreErrorIf } from './idempotency.options.js';
+export type { EncryptionKey } from './outcome-encryption.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionClosedError, TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
@@ -42,10 +43,12 @@ export {
   IdempotencyOperationUnfinishedException,
   IdempotencyProblem,
   IdempotencyProblemType,
+  IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
   UnstorableResponseException,
   type ProblemDetails,
+  type RecordUndecryptableReason,
 } from './idempotency.exceptions.js';
 export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
 export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';

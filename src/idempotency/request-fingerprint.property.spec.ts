@@ -74,7 +74,11 @@ function nearMiss(value: JsonValue, pick: Pick, replacement: JsonValue): JsonVal
     return Object.fromEntries(entries.map(([key, item], index) => [key, index === at ? nearMiss(item!, pick, replacement) : item]));
   }
   const twists: JsonValue[] = [replacement, [value], { value }, JSON.stringify(value), null, false];
-  if (typeof value === 'number') twists.push(-value, value + Math.max(Math.abs(value) * Number.EPSILON, Number.MIN_VALUE));
+  if (typeof value === 'number') {
+    const nudged = value + Math.max(Math.abs(value) * Number.EPSILON, Number.MIN_VALUE);
+    // Near Number.MAX_VALUE the nudge overflows to Infinity, which JSON cannot carry: no near miss then.
+    twists.push(-value, ...(Number.isFinite(nudged) ? [nudged] : []));
+  }
   if (typeof value === 'string') twists.push(value.toUpperCase(), value.toLowerCase(), `${value} `);
   return twists[pick(twists.length)];
 }

@@ -17,7 +17,10 @@ export interface DemoProcess {
 
 export async function startDemoProcess(env: Record<string, string>): Promise<DemoProcess> {
   // PORT=0 lets the demo bind a free port itself, and say which: a port probed here could be taken meanwhile.
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, ...env, PORT: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Delivery runs only where a suite asks for it: an inherited NATS_URL (CI exports one) would start a
+  // relay and a consumer whose records and shipments appear while other suites count theirs.
+  const { NATS_URL: _inherited, ...inherited } = process.env;
+  const child = spawn(process.execPath, [MAIN], { env: { ...inherited, ...env, PORT: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));

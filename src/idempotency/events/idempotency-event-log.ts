@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { type IdempotencyEvent, IdempotencyEvents } from './idempotency-events.js';
 
 /**
- * One log line per notable outcome (conflict, mismatch, takeover, commit
+ * One log line per notable outcome (conflict, mismatch, undecryptable record, takeover, commit
  * failure, reaper pass, lease expiry), keys hashed. The happy path (first
  * executions and replays) stays quiet.
  */
@@ -19,6 +19,7 @@ export class IdempotencyEventLog {
       case 'attempt':
         if (event.outcome === 'conflict') this.logger.log(`conflict: ${event.operation} key#${event.keyHash} still in flight after ${event.claimMs ?? 0} ms, answered 409`);
         if (event.outcome === 'key_reused') this.logger.warn(`key reused with a different request: ${event.operation} key#${event.keyHash}, answered 422`);
+        if (event.outcome === 'undecryptable') this.logger.error(`recorded outcome not replayed, it does not decrypt (${event.undecryptable}): ${event.operation} key#${event.keyHash}, answered 500`);
         if (event.tookOver) this.logger.log(`takeover of ${event.tookOver === 'expired' ? 'an expired record' : 'a lapsed lease'}: ${event.operation} key#${event.keyHash}`);
         return;
       case 'commit_failed':

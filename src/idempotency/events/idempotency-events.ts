@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { RecordUndecryptableReason } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
@@ -16,7 +17,8 @@ export type AttemptOutcome =
   | 'key_malformed'
   | 'not_canonical'
   | 'rolled_back' // the handler failed; nothing was recorded
-  | 'unavailable'; // 503: the database connection was lost
+  | 'unavailable' // 503: the database connection was lost
+  | 'undecryptable'; // 500: the key's recorded outcome does not decrypt (see `undecryptable`), so it was not replayed
 
 /** One physical attempt: every request with (or missing) a key produces exactly one. */
 export interface AttemptEvent {
@@ -34,6 +36,8 @@ export interface AttemptEvent {
   handlerMs?: number;
   /** The HTTP status answered. */
   status?: number;
+  /** Why the recorded outcome could not be read, for outcome `undecryptable`. */
+  undecryptable?: RecordUndecryptableReason;
   /** When each step ran: what tracing builds its spans from. */
   timeline?: AttemptTimeline;
 }

@@ -9,7 +9,9 @@ import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
 import { type ClaimRow, IdempotencyStatements, type RecordId, type RecordRow, toStoredRecord } from '../idempotency.store.js';
+import { OutcomeCodec } from '../outcome-codec.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';
 import { TransactionHost } from '../transaction-host.js';
@@ -39,6 +41,7 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
     private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
     private readonly events: IdempotencyEvents,
+    private readonly outcomes: OutcomeCodec,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -50,7 +53,12 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
     return defer(() => this.settle(handler, rpc.getData(), rpc.getContext(), next, attempt)).pipe(
       tap({
         next: ({ replayed }) => this.events.emit({ ...attempt, outcome: replayed ? 'replayed' : 'executed', status: 200 }),
-        error: (error: unknown) => this.events.emit({ ...attempt, outcome: outcomeOfError(error) }),
+        error: (error: unknown) =>
+          this.events.emit({
+            ...attempt,
+            outcome: outcomeOfError(error),
+            ...(error instanceof IdempotencyRecordUndecryptableException && { undecryptable: error.reason }),
+          }),
       }),
       map(({ result }) => result),
     );
@@ -87,7 +95,7 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
       const result = await CurrentOperation.run(id, () => this.transactions.run(runner.manager, () => lastValueFrom(next.handle(), { defaultValue: undefined })));
       attempt.handlerMs = performance.now() - handlerStarted;
       const outcome: RecordedOutcome = { status: 200, headers: {}, body: result === undefined ? null : JSON.stringify(result) };
-      await transaction.commitWith(IdempotencyStatements.complete(id, outcome)).catch((error: Error) => {
+      await transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, outcome))).catch((error: Error) => {
         this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: attempt.keyHash!, error: error.message });
         throw error;
       });
@@ -105,7 +113,8 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
     if (!row) attempt.collided = true;
     const holder = row ?? (await transaction.query<RecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
     await transaction.rollback();
-    const record = holder && toStoredRecord(holder as RecordRow);
+    // A record that does not decrypt throws: the transport redelivers later, and nothing is replayed or run.
+    const record = holder && toStoredRecord(holder as RecordRow, id, this.outcomes);
     if (!record?.outcome) throw new MessageInProgressError(handler.operation, attempt.keyHash!, Math.max(1000, handler.wait));
     if (record.fingerprint !== fingerprint) throw new MessageKeyReusedError(handler.operation, attempt.keyHash!);
     return { result: record.outcome.body === null ? undefined : JSON.parse(record.outcome.body), replayed: true };
@@ -116,5 +125,6 @@ function outcomeOfError(error: unknown): AttemptOutcome {
   if (error instanceof MessageKeyMissingError) return 'key_missing';
   if (error instanceof MessageKeyReusedError) return 'key_reused';
   if (error instanceof MessageInProgressError) return 'conflict';
+  if (error instanceof IdempotencyRecordUndecryptableException) return 'undecryptable';
   return 'rolled_back';
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { RECORD_COLUMNS, type RecordId, type RecordRow, type StoredRecord, toStoredRecord } from '../idempotency.store.js';
+import { OutcomeCodec } from '../outcome-codec.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
 
@@ -74,6 +75,7 @@ export class LeaseStore {
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly transactions: TransactionHost,
+    private readonly outcomes: OutcomeCodec,
   ) {}
 
   /**
@@ -127,7 +129,7 @@ export class LeaseStore {
     const [row] = rows;
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
     // No row: the key is held by a claim this statement's snapshot could not see yet (an expired record is never a holder).
-    return { claimed: false, holder: row && { ...toStoredRecord(row), leaseLive: row.lease_live, databaseNow: row.database_now } };
+    return { claimed: false, holder: row && { ...toStoredRecord(row, id, this.outcomes), leaseLive: row.lease_live, databaseNow: row.database_now } };
   }
 
   /**
@@ -201,15 +203,16 @@ export class LeaseStore {
     return this.fenced(this.pool, `lease_expires_at = now()`, id, owner, []);
   }
 
-  /** Records the outcome; `failed` with a reason for an operation that cannot be completed. */
+  /** Records the outcome (sealed, under `encryption`); `failed` with a reason for an operation that cannot be completed. */
   async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
+    const encoded = this.outcomes.encode(id, outcome);
     return this.fenced(
       this.pool,
       `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
        completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
       id,
       owner,
-      [failureReason ? 'failed' : 'completed', outcome.status, JSON.stringify(outcome.headers), outcome.body, failureReason ?? null, retentionMs],
+      [failureReason ? 'failed' : 'completed', encoded.status, encoded.headers, encoded.body, failureReason ?? null, retentionMs],
     );
   }
 

@@ -1,0 +1,92 @@
+import { IdempotencyRecordUndecryptableException } from './idempotency.exceptions.js';
+import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, RecordId } from './idempotency.store.js';
+import { type MasterKey, OutcomeEncryption, UnsealError } from './outcome-encryption.js';
+import type { RecordedOutcome } from './recorded-outcome.js';
+
+/** The `encryption` option with its default applied and its keys validated. */
+export interface ResolvedEncryptionOptions {
+  keys: MasterKey[];
+  acceptPlaintext: boolean;
+}
+
+/** The payload's first byte: the body is null, or text. */
+const NO_BODY = 0;
+const TEXT_BODY = 1;
+
+/**
+ * How an outcome is stored in `response_headers` and `response_body`, and
+ * read back: the one place that knows.
+ *
+ * - Without `encryption`: the headers as JSON, the body as the exact text
+ *   sent. A sealed record (headers NULL) cannot be read and is never
+ *   replayed: it answers 500.
+ * - With `encryption`: headers and body sealed together in one envelope
+ *   (`OutcomeEncryption`) in `response_body`, `response_headers` NULL. A
+ *   plaintext record answers 500 unless `acceptPlaintext`.
+ *
+ * Sealed payload: a byte (0 no body, 1 text), the headers' JSON length as
+ * 4 bytes big-endian, the headers' JSON, then the body's UTF-8 bytes. The
+ * status stays in its column, bound to the envelope as authenticated data.
+ */
+export class OutcomeCodec implements OutcomeDecoder {
+  private readonly encryption: OutcomeEncryption | undefined;
+  private readonly acceptPlaintext: boolean;
+
+  constructor(options: ResolvedEncryptionOptions | undefined) {
+    this.encryption = options && new OutcomeEncryption(options.keys);
+    this.acceptPlaintext = options?.acceptPlaintext ?? true;
+  }
+
+  encode(id: RecordId, outcome: RecordedOutcome): EncodedOutcome {
+    const headers = JSON.stringify(outcome.headers);
+    if (!this.encryption) return { status: outcome.status, headers, body: outcome.body } as EncodedOutcome;
+    const sealed = this.encryption.seal({ id, status: outcome.status }, payloadOf(headers, outcome.body));
+    return { status: outcome.status, headers: null, body: sealed } as EncodedOutcome;
+  }
+
+  /** The outcome the columns hold; throws IdempotencyRecordUndecryptableException when it must not be replayed. */
+  decode(id: RecordId, columns: OutcomeColumns): RecordedOutcome {
+    const status = columns.response_status;
+    if (columns.response_headers !== null) {
+      if (!this.acceptPlaintext) throw new IdempotencyRecordUndecryptableException('plaintext-refused');
+      return { status, headers: columns.response_headers, body: columns.response_body };
+    }
+    if (!this.encryption) throw new IdempotencyRecordUndecryptableException('encryption-off');
+    if (columns.response_body === null) throw new IdempotencyRecordUndecryptableException('malformed');
+    let payload: Buffer;
+    try {
+      payload = this.encryption.open({ id, status }, columns.response_body);
+    } catch (error) {
+      if (error instanceof UnsealError) throw new IdempotencyRecordUndecryptableException(error.reason);
+      throw error;
+    }
+    return { status, ...outcomeOf(payload) };
+  }
+}
+
+function payloadOf(headersJson: string, body: string | null): Buffer {
+  const headers = Buffer.from(headersJson, 'utf8');
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt8(body === null ? NO_BODY : TEXT_BODY, 0);
+  prefix.writeUInt32BE(headers.length, 1);
+  return body === null ? Buffer.concat([prefix, headers]) : Buffer.concat([prefix, headers, Buffer.from(body, 'utf8')]);
+}
+
+/** The headers and body of an authenticated payload; a payload this module did not write is `malformed`. */
+function outcomeOf(payload: Buffer): Pick<RecordedOutcome, 'headers' | 'body'> {
+  const fail = (): never => {
+    throw new IdempotencyRecordUndecryptableException('malformed');
+  };
+  if (payload.length < 5) fail();
+  const kind = payload.readUInt8(0);
+  const headersEnd = 5 + payload.readUInt32BE(1);
+  if ((kind !== NO_BODY && kind !== TEXT_BODY) || headersEnd > payload.length || (kind === NO_BODY && headersEnd !== payload.length)) fail();
+  let headers: unknown;
+  try {
+    headers = JSON.parse(payload.toString('utf8', 5, headersEnd));
+  } catch {
+    fail();
+  }
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) fail();
+  return { headers: headers as Record<string, string>, body: kind === NO_BODY ? null : payload.toString('utf8', headersEnd) };
+}

@@ -1,0 +1,188 @@
+import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
+import { IdempotencyConfigurationError, type RecordUndecryptableReason } from './idempotency.exceptions.js';
+import type { RecordId } from './idempotency.store.js';
+
+/** A master key as the module options take it: 32 bytes, as a Buffer or a base64 (or base64url) string. */
+export interface EncryptionKey {
+  /** Names the key in every record it seals: 1 to 64 letters, digits, `_` or `-`. */
+  id: string;
+  key: Uint8Array | string;
+}
+
+/**
+ * A validated master key, kept as its HKDF pseudorandom key (the extract
+ * step, which depends on the master key alone): record keys are expanded
+ * from it. A KeyObject, which never prints.
+ */
+export interface MasterKey {
+  id: string;
+  prk: KeyObject;
+}
+
+/** What a sealed outcome is bound to: opening it anywhere else fails. */
+export interface SealContext {
+  id: RecordId;
+  /** The record's `response_status`: a row whose status was changed does not open. */
+  status: number;
+}
+
+/** Why an envelope did not open. */
+export type UnsealFailure = Exclude<RecordUndecryptableReason, 'plaintext-refused' | 'encryption-off'>;
+
+export class UnsealError extends Error {
+  constructor(
+    readonly reason: UnsealFailure,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UnsealError';
+  }
+}
+
+export const ENVELOPE_VERSION = 'v1';
+const KEY_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** Standard or URL-safe base64, padded or not (one alphabet at a time). */
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$|^[A-Za-z0-9_-]*={0,2}$/;
+/** `v1.<key id>.<iv>.<ciphertext and tag>`, the last two in unpadded base64url. */
+const ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{22,})$/;
+/** The HKDF salt: fixed, so that the per-record key is a function of the master key and the record alone. */
+const HKDF_SALT = Buffer.from('nest-idempotency/outcome-key/v1');
+const HKDF_INFO_LABEL = Buffer.from('record:');
+/** HKDF-Expand's block counter: one SHA-256 block is the whole 32-byte key. */
+const FIRST_BLOCK = Buffer.from([1]);
+
+/**
+ * Seals recorded outcomes with AES-256-GCM, and opens them.
+ *
+ * Each record gets a key of its own, derived with HKDF-SHA-256 (RFC 5869)
+ * from the master key, with the record's identity (scope, operation, key) in
+ * the `info`: the same bytes as `crypto.hkdfSync('sha256', master, salt,
+ * info, 32)`, with the extract step, which depends on the master key alone,
+ * done once per key instead of per record (it was most of the cost).
+ *
+ * The additional authenticated data binds the envelope version, the key id,
+ * that identity and the response status, so a sealed body copied to another
+ * key, or a status changed in place, fails authentication. Every seal draws
+ * a fresh random 96-bit IV.
+ *
+ * Envelope: `v1.<key id>.<iv>.<ciphertext || 16-byte tag>`, base64url without
+ * padding. Sealing uses the first key; opening takes the key the envelope names.
+ */
+export class OutcomeEncryption {
+  private readonly byId: ReadonlyMap<string, MasterKey>;
+
+  constructor(private readonly keys: readonly MasterKey[]) {
+    if (keys.length === 0) throw new Error('OutcomeEncryption needs at least one key');
+    this.byId = new Map(keys.map((key) => [key.id, key]));
+  }
+
+  /** The id of the key new records are sealed with. */
+  get currentKeyId(): string {
+    return this.keys[0].id;
+  }
+
+  seal(context: SealContext, plaintext: Uint8Array): string {
+    const master = this.keys[0];
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(additionalData(master.id, context));
+    const sealed = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
+    return `${ENVELOPE_VERSION}.${master.id}.${iv.toString('base64url')}.${sealed.toString('base64url')}`;
+  }
+
+  /** The plaintext, or an UnsealError saying why there is none. */
+  open(context: SealContext, envelope: string): Buffer {
+    const parts = ENVELOPE.exec(envelope);
+    if (!parts) {
+      const version = /^(v\d+)\./.exec(envelope)?.[1];
+      if (version && version !== ENVELOPE_VERSION) throw new UnsealError('unsupported-version', `envelope version ${version} is newer than this module reads (${ENVELOPE_VERSION})`);
+      throw new UnsealError('malformed', 'not a v1 envelope');
+    }
+    const [, keyId, ivText, sealedText] = parts;
+    const master = this.byId.get(keyId);
+    if (!master) throw new UnsealError('unknown-key', `sealed with key "${keyId}", which is not among the configured keys`);
+    const iv = Buffer.from(ivText, 'base64url');
+    const sealed = Buffer.from(sealedText, 'base64url');
+    if (iv.length !== IV_BYTES || sealed.length < TAG_BYTES) throw new UnsealError('malformed', 'the IV or the tag has the wrong length');
+    const decipher = createDecipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
+    decipher.setAAD(additionalData(keyId, context));
+    decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+    const body = decipher.update(sealed.subarray(0, sealed.length - TAG_BYTES));
+    try {
+      return Buffer.concat([body, decipher.final()]);
+    } catch {
+      throw new UnsealError('authentication-failed', 'the tag does not verify: tampered, sealed for another record, or under another key with this id');
+    }
+  }
+}
+
+/**
+ * Validates the `encryption.keys` option, in order: the first seals. Throws
+ * an IdempotencyConfigurationError that says what is wrong with which key.
+ */
+export function masterKeys(keys: readonly EncryptionKey[] | undefined): MasterKey[] {
+  if (!Array.isArray(keys) || keys.length === 0) {
+    throw new IdempotencyConfigurationError('encryption.keys must list at least one key: { id, key }, the key 32 bytes as a Buffer or a base64 string.');
+  }
+  const seen = new Set<string>();
+  return keys.map(({ id, key }, index) => {
+    const where = `encryption.keys[${index}]`;
+    if (typeof id !== 'string' || !KEY_ID.test(id)) {
+      throw new IdempotencyConfigurationError(`${where}: the id must be 1 to 64 letters, digits, "_" or "-" (it is written into every record the key seals), got ${JSON.stringify(id)}.`);
+    }
+    if (seen.has(id)) throw new IdempotencyConfigurationError(`${where}: the id "${id}" is listed twice; every key needs an id of its own.`);
+    seen.add(id);
+    return { id, prk: extract(keyBytes(key, `${where} ("${id}")`)) };
+  });
+}
+
+function keyBytes(key: Uint8Array | string, where: string): Buffer {
+  if (typeof key === 'string') {
+    const text = key.trim();
+    if (!BASE64.test(text)) throw new IdempotencyConfigurationError(`${where}: a string key must be base64 or base64url; decode other encodings yourself, e.g. Buffer.from(hex, 'hex').`);
+    const bytes = Buffer.from(text, 'base64'); // Node's base64 decoder reads the URL-safe alphabet too
+    if (bytes.length !== KEY_BYTES) {
+      const hint = /^[0-9a-fA-F]{64}$/.test(text) ? ` It looks like hex: pass Buffer.from(key, 'hex').` : ' Generate one with `openssl rand -base64 32`.';
+      throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes; this base64 string decodes to ${bytes.length}.${hint}`);
+    }
+    return bytes;
+  }
+  if (!(key instanceof Uint8Array)) throw new IdempotencyConfigurationError(`${where}: the key must be a Buffer or a base64 string.`);
+  if (key.length !== KEY_BYTES) throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes, got ${key.length}.`);
+  return Buffer.from(key);
+}
+
+/** HKDF-Extract: PRK = HMAC-SHA-256(salt, master key). Nothing keeps the master key's own bytes. */
+function extract(master: Buffer): KeyObject {
+  return createSecretKey(createHmac('sha256', HKDF_SALT).update(master).digest());
+}
+
+/**
+ * The record's own AES key, HKDF-Expand to one block: HMAC-SHA-256(PRK, info || 0x01),
+ * the info being `record:` and the SHA-256 of the record's identity. (The identity goes in as
+ * its hash so that the info stays within what `crypto.hkdfSync` accepts, 1024 bytes, however
+ * long a scope or operation is: the derivation stays checkable against it.)
+ */
+function recordKey(prk: KeyObject, id: RecordId): Buffer {
+  const identity = createHash('sha256').update(framed([id.scope, id.operation, id.key])).digest();
+  return createHmac('sha256', prk).update(HKDF_INFO_LABEL).update(identity).update(FIRST_BLOCK).digest();
+}
+
+function additionalData(keyId: string, { id, status }: SealContext): Buffer {
+  return framed([ENVELOPE_VERSION, keyId, id.scope, id.operation, id.key, String(status)]);
+}
+
+/** Each part as a 4-byte big-endian length and its UTF-8 bytes: no two lists of parts frame the same. */
+function framed(parts: readonly string[]): Buffer {
+  const chunks: Buffer[] = [];
+  for (const part of parts) {
+    const bytes = Buffer.from(part, 'utf8');
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(bytes.length);
+    chunks.push(length, bytes);
+  }
+  return Buffer.concat(chunks);
+}
