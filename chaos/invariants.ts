@@ -1,6 +1,7 @@
 import type { AttemptLog } from './attempt-log.js';
 import type { UnexpectedExit } from './cluster.js';
 import { checkEffects } from './effect-invariants.js';
+import { checkFinalAnswers } from './final-answer-invariants.js';
 import { describeOperation, type Operation } from './operations.js';
 import { checkResponses, type FaultTimeline } from './response-invariants.js';
 import type { InProgressClaim, Snapshot } from './snapshot.js';
@@ -31,6 +32,7 @@ export function checkInvariants(evidence: RunEvidence): InvariantResult[] {
   return [
     ...checkEffects(evidence.operations, evidence.log, evidence.snapshot),
     ...checkResponses(evidence.operations, evidence.log, evidence.inFault),
+    checkFinalAnswers(evidence.operations, evidence.log, evidence.snapshot),
     claims.done,
     crashes.done,
   ];

@@ -18,8 +18,6 @@ const SEND_DEADLINE_MS = 20_000;
 const ATTEMPT_TIMEOUT_MS = 8_000;
 /** The deadline is the real bound; this only keeps a pathological loop finite. */
 const MAX_ATTEMPTS = 200;
-/** 502: the provider was unreachable or hung, and the phased work is resumable. */
-const RETRYABLE_STATUSES = [409, 502, 503];
 
 /** When the traffic stops: when `running` says so, or after a number of scenarios, whichever comes first. */
 export interface TrafficBounds {
@@ -123,6 +121,7 @@ export class Traffic {
     return Promise.all(Array.from({ length: op.copies }, (_, copy) => this.send(op, copy, start + copy, 'traffic', random)));
   }
 
+  /** The client retries what it retries by default (409, 503): the run checks those defaults too. */
   private async send(op: Operation, copy: number, firstInstance: number, phase: 'traffic' | 'verify', random: SeededRandom): Promise<SendResult> {
     const count = this.urls.length;
     // A client of its own per send, so that its first attempt goes where this send was aimed.
@@ -134,7 +133,6 @@ export class Traffic {
       maxDelayMs: 1000,
       deadlineMs: SEND_DEADLINE_MS,
       attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
-      retryableStatuses: RETRYABLE_STATUSES,
       random: () => random.next(),
       fetch: this.log.fetchFor(op, copy, phase),
     });

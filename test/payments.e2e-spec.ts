@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { IdempotentClient } from '../src/client/index.js';
 import { AppModule } from '../src/demo/app.module.js';
 import { startFakePaymentProvider, type FakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
@@ -14,13 +16,13 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
   const newKey = () => `pay-${++keySeq}-${Date.now()}`;
   const pay = (orderId: string, key: string, amountCents: number) =>
     Promise.resolve(request(running.url).post(`/orders/${orderId}/payments`).set('Authorization', ACME).set('Idempotency-Key', key).send({ amountCents, currency: 'EUR' }));
-  const paymentsOf = (orderId: string) => db.query<{ status: string; provider_charge_id: string }>(`SELECT status, provider_charge_id FROM payments WHERE order_id = $1`, [orderId]);
+  const paymentsOf = (orderId: string) => db.query<{ status: string; provider_charge_id: string }>(`SELECT status, provider_charge_id FROM payments WHERE order_id = $1 ORDER BY created_at`, [orderId]);
 
   beforeAll(async () => {
     db = await createTestDatabase();
     provider = await startFakePaymentProvider();
     running = await startApp({
-      imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false } })],
+      imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: provider.url, paymentTimeoutMs: 400, idempotency: { reaper: false, replayCacheSize: 0 } })],
     }, { adapter });
   });
   afterAll(async () => {
@@ -46,11 +48,11 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     expect(listed.body).toEqual([first.body]);
   });
 
-  it('answers 502 when the provider fails, and the retry resumes without a second pending payment', async () => {
+  it('answers 503 (retry the same key) when the provider fails, and the retry resumes without a second pending payment', async () => {
     const orderId = await createOrder(running.url, 'pay-fail');
     const key = newKey();
     await setFault(provider.url, 1200, 'fail');
-    expect((await pay(orderId, key, 1200)).status).toBe(502);
+    expect((await pay(orderId, key, 1200)).status).toBe(503);
     expect(await paymentsOf(orderId)).toEqual([{ status: 'pending', provider_charge_id: null }]);
     const retry = await pay(orderId, key, 1200);
     expect(retry.status).toBe(201);
@@ -62,12 +64,44 @@ describe.each(HTTP_ADAPTERS)('demo payments (phased) (%s)', (adapter) => {
     const orderId = await createOrder(running.url, 'pay-lost-answer');
     const key = newKey();
     await setFault(provider.url, 1300, 'charge-then-hang');
-    expect((await pay(orderId, key, 1300)).status).toBe(502);
+    expect((await pay(orderId, key, 1300)).status).toBe(503);
     const retry = await pay(orderId, key, 1300);
     expect(retry.status).toBe(201);
     const charges = await chargesOf(provider.url, 1300);
     expect(charges).toHaveLength(1);
     expect(retry.body.providerChargeId).toBe(charges[0].id);
+  });
+
+  it('runs a key reused after its record expired as a new payment, charged under a new downstream key', async () => {
+    const orderId = await createOrder(running.url, 'pay-expired');
+    const key = newKey();
+    const first = await pay(orderId, key, 1350);
+    expect(first.status).toBe(201);
+    // No replay cache in this suite: the record ages behind nobody's back.
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await pay(orderId, key, 1350);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.id).not.toBe(first.body.id);
+    const charges = await chargesOf(provider.url, 1350);
+    expect(charges).toHaveLength(2);
+    expect(charges[0].idempotencyKey).not.toBe(charges[1].idempotencyKey);
+    expect(await paymentsOf(orderId)).toEqual([
+      { status: 'captured', provider_charge_id: first.body.providerChargeId },
+      { status: 'captured', provider_charge_id: again.body.providerChargeId },
+    ]);
+  });
+
+  it('tells the client to retry the same key while the provider’s outcome is unclear, so a retrying client gets the one charge', async () => {
+    const orderId = await createOrder(running.url, 'pay-unclear');
+    await setFault(provider.url, 1450, 'charge-then-hang');
+    const client = new IdempotentClient({ baseUrls: running.url, headers: { authorization: ACME }, baseDelayMs: 10, sleep: () => sleep(10) });
+    const result = await client.send({ path: `/orders/${orderId}/payments`, body: { amountCents: 1450, currency: 'EUR' } });
+    expect(result.outcomes[0]).toMatchObject({ status: 503 });
+    expect(result).toMatchObject({ stoppedBy: 'answered', response: { status: 201 } });
+    const charges = await chargesOf(provider.url, 1450);
+    expect(charges).toHaveLength(1);
+    expect((result.response!.json as { providerChargeId: string }).providerChargeId).toBe(charges[0].id);
   });
 
   it('records a decline as a 402 that replays', async () => {

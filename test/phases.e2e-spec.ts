@@ -1,13 +1,19 @@
+import pg from 'pg';
 import request from 'supertest';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbandonedClaimsCompleter, downstreamKey } from '../src/idempotency/index.js';
+import { DataSource } from 'typeorm';
+import { Controller, Post, Res } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { AbandonedClaimsCompleter, downstreamKey, Idempotent, PhasedClaim, type RunId } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, LedgerTransfer, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const PATH = '/entries/transfers';
 const OPERATION = 'POST /entries/transfers';
-const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false } as const;
+// No replay cache: some tests age records in the database, behind the cache's back.
+const MODULE_OPTIONS = { lease: 60_000, maxAttempts: 3, reaper: false, replayCacheSize: 0 } as const;
 
 describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   let db: TestDatabase;
@@ -21,6 +27,12 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   const recordOf = async (key: string) =>
     (await db.query<{ status: string; recovery_point: string | null; attempts: number; failure_reason: string | null }>(
       `SELECT status, recovery_point, attempts, failure_reason FROM idempotency_records WHERE key = $1`,
+      [key],
+    ))[0];
+  /** The run of a key as its record holds it, for the documented downstream key formula. */
+  const runOf = async (key: string) =>
+    (await db.query<RunId>(
+      `SELECT scope, operation, key, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "claimedAt" FROM idempotency_records WHERE key = $1`,
       [key],
     ))[0];
   const waitFor = async (condition: () => boolean) => {
@@ -53,24 +65,37 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.text).toBe(first.text);
     expect(transfer.runs).toEqual({ debit: 1, notify: 1, credit: 1 });
-    expect(gate.delivered).toContain(downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify'));
+    expect(gate.delivered).toContain(downstreamKey(await runOf(key), 'notify'));
     expect(await recordOf(key)).toMatchObject({ status: 'completed', recovery_point: 'credit' });
   });
 
   it('resumes at the first unfinished phase after a failure', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'resume')).status).toBe(502);
+    expect((await send(key, 'resume')).status).toBe(503);
     expect(await recordOf(key)).toMatchObject({ status: 'in_progress', recovery_point: 'debit' });
     gate.mode = 'pass';
     const retry = await send(key, 'resume');
     expect(retry.status).toBe(201);
     expect(retry.headers['idempotent-replayed']).toBeUndefined();
     expect(transfer.runs).toEqual({ debit: 1, notify: 2, credit: 1 });
+    expect(gate.delivered.slice(-1)).toEqual([downstreamKey(await runOf(key), 'notify')]);
     expect(await db.query(`SELECT label FROM ledger_entries WHERE label LIKE '%:resume' ORDER BY id`)).toEqual([
       { label: 'debit:resume' },
       { label: 'credit:resume' },
     ]);
+  });
+
+  it('calls the peer with a new downstream key in a new run of a key after its record expired', async () => {
+    const key = newKey();
+    expect((await send(key, 'rerun')).status).toBe(201);
+    const firstRun = await runOf(key);
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await send(key, 'rerun');
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(gate.delivered.slice(-2)).toEqual([downstreamKey(firstRun, 'notify'), downstreamKey(await runOf(key), 'notify')]);
+    expect(new Set(gate.delivered.slice(-2)).size).toBe(2);
   });
 
   it('makes a duplicate wait while the lease is live, then answers 409 with Retry-After', async () => {
@@ -84,6 +109,52 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     gate.release();
     expect((await owner).status).toBe(201);
     expect((await send(key, 'held')).headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('answers 30 duplicates within wait while a phase holds the record locked for 5 s, and leaves the pool free', async () => {
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('SELECT id FROM ledger_locks WHERE id = 1 FOR UPDATE');
+    const released = sleep(5000).then(() => holder.query('ROLLBACK'));
+    try {
+      const key = newKey();
+      const sendLocked = () => Promise.resolve(request(running.url).post('/entries/locked-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'locked' }));
+      const owner = sendLocked();
+      const ownerWaits = async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).length > 0;
+      for (let i = 0; i < 200 && !(await ownerWaits()); i++) await sleep(10);
+      expect(await ownerWaits()).toBe(true);
+
+      const dataSource = running.app.get(DataSource);
+      const poolWaits: number[] = [];
+      let probing = true;
+      const probe = (async () => {
+        while (probing) {
+          const started = performance.now();
+          await dataSource.query('SELECT 1');
+          poolWaits.push(performance.now() - started);
+          await sleep(20);
+        }
+      })();
+      const duplicates = await Promise.all(
+        Array.from({ length: 30 }, async () => {
+          const started = performance.now();
+          const response = await sendLocked();
+          return { status: response.status, ms: performance.now() - started };
+        }),
+      );
+      probing = false;
+      await probe;
+      expect(duplicates.map((duplicate) => duplicate.status)).toEqual(Array(30).fill(409));
+      expect(Math.max(...duplicates.map((duplicate) => duplicate.ms))).toBeLessThan(1000 + 250);
+      expect(poolWaits.length).toBeGreaterThan(10);
+      expect(Math.max(...poolWaits)).toBeLessThan(100);
+      await released;
+      expect((await owner).status).toBe(201);
+    } finally {
+      await released;
+      await holder.end();
+    }
   });
 
   it('fences off a stale owner once a retry has taken its lapsed lease over', async () => {
@@ -107,7 +178,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
   it('lets the completer finish an abandoned claim without the client', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'abandoned')).status).toBe(502);
+    expect((await send(key, 'abandoned')).status).toBe(503);
     gate.mode = 'pass';
     expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ completed: 1 });
     const retry = await send(key, 'abandoned');
@@ -117,10 +188,43 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(transfer.runs.debit).toBe(1);
   });
 
+  it('replays the same status, headers and body whether the request or the completer finished the operation', async () => {
+    const key = newKey();
+    const sendShaped = () => Promise.resolve(request(running.url).post('/entries/shaped-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'shaped' }));
+    const answer = (response: request.Response) => ({
+      status: response.status,
+      contentType: response.headers['content-type'],
+      location: response.headers.location,
+      etag: response.headers.etag,
+      body: response.text,
+    });
+    const live = await sendShaped();
+    expect(live.status).toBe(201);
+    const finishedLive = answer(await sendShaped());
+    expect(finishedLive).toEqual(answer(live));
+    // The same run again, as if its owner had died before recording: every phase's result is stored, so only the ending differs.
+    await db.query(
+      `UPDATE idempotency_records SET status = 'in_progress', response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL,
+              owner_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE key = $1`,
+      [key],
+    );
+    expect(await running.app.get(AbandonedClaimsCompleter).completeAbandoned()).toMatchObject({ completed: 1 });
+    expect(answer(await sendShaped())).toEqual(finishedLive);
+  });
+
+  it('answers the operation’s response even when the handler reshapes what run() settled with', async () => {
+    const key = newKey();
+    const sendWrapped = () => Promise.resolve(request(running.url).post('/entries/wrapped-transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'wrapped' }));
+    const live = await sendWrapped();
+    expect(live.status).toBe(201);
+    expect(live.body).toEqual({ debit: expect.any(Number), receipt: expect.any(String), credit: expect.any(Number) });
+    expect((await sendWrapped()).text).toBe(live.text);
+  });
+
   it('marks a claim failed once it runs out of attempts, and replays that failure', async () => {
     const key = newKey();
     gate.mode = 'fail';
-    expect((await send(key, 'doomed')).status).toBe(502);
+    expect((await send(key, 'doomed')).status).toBe(503);
     const completer = running.app.get(AbandonedClaimsCompleter);
     for (let pass = 0; pass < MODULE_OPTIONS.maxAttempts; pass++) await completer.completeAbandoned();
     expect(await recordOf(key)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('gave up after 3 attempts') });
@@ -150,17 +254,36 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(await recordOf(key)).toBeUndefined();
   });
 
+  it('refuses at startup a phased route that sets response headers itself', async () => {
+    @Controller('located')
+    class LocatedController {
+      @Post()
+      @Idempotent({ phases: true })
+      async create(@PhasedClaim() claim: PhasedClaim, @Res({ passthrough: true }) response: { setHeader(name: string, value: string): void }) {
+        const transfer = await claim.run(LedgerTransfer, { label: 'located' });
+        response.setHeader('Location', `/entries/${transfer.credit}`);
+        return transfer;
+      }
+    }
+    const [typeorm, idempotency, entries] = ledgerAppModules(db.url, MODULE_OPTIONS);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, entries], controllers: [LocatedController] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await expect(app.init()).rejects.toThrow(/set headers such as Location in the operation's respond\(\)/);
+    await app.close();
+  });
+
   it('never lets two instances complete the same claim', async () => {
     gate.mode = 'fail';
     const keys = Array.from({ length: 8 }, newKey);
-    for (const key of keys) expect((await send(key, 'contended')).status).toBe(502);
+    for (const key of keys) expect((await send(key, 'contended')).status).toBe(503);
     const other = await startApp({ imports: ledgerAppModules(db.url, MODULE_OPTIONS) }, { adapter });
     try {
       gate.mode = 'pass';
       const otherGate = other.app.get(NotifyGate);
       const passes = await Promise.all([running, other].map((instance) => instance.app.get(AbandonedClaimsCompleter).completeAbandoned()));
       expect(passes[0].completed + passes[1].completed).toBe(keys.length);
-      const delivered = [...gate.delivered, ...otherGate.delivered].filter((k) => keys.some((key) => k === downstreamKey({ scope: 'tenant:acme', operation: OPERATION, key }, 'notify')));
+      const expected = await Promise.all(keys.map(async (key) => downstreamKey(await runOf(key), 'notify')));
+      const delivered = [...gate.delivered, ...otherGate.delivered].filter((k) => expected.includes(k));
       expect(delivered).toHaveLength(keys.length);
       expect(new Set(delivered).size).toBe(keys.length);
     } finally {

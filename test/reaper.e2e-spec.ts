@@ -3,7 +3,7 @@ import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
+import { LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /** Inserts `count` records under `prefix` with generate_series: completed unless said otherwise. */
@@ -12,6 +12,16 @@ async function seed(db: TestDatabase, prefix: string, count: number, expiresAt: 
     `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, response_status, expires_at, lease_expires_at)
      SELECT 'tenant:seed', 'POST /seed', $1 || n, 'f', ${extra}, ${expiresAt}, now() + interval '1 minute' FROM generate_series(1, $2) AS n`,
     [prefix, count],
+  );
+}
+/** Inserts `count` phased claims whose owner died after their operation started: the completer's to resume. */
+async function seedAbandoned(db: TestDatabase, prefix: string, count: number) {
+  const resume = { operation: 'ledger-transfer', input: { label: prefix }, status: 201, storeErrors: [] };
+  await db.query(
+    `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, expires_at, owner_token, lease_expires_at, resume)
+     SELECT 'tenant:acme', 'POST /entries/transfers', $1 || n, 'f', 'in_progress', now() + interval '1 day', gen_random_uuid(), now() - interval '1 second', $3
+       FROM generate_series(1, $2) AS n`,
+    [prefix, count, JSON.stringify(resume)],
   );
 }
 const countOf = async (db: TestDatabase, prefix: string) =>
@@ -108,6 +118,54 @@ describe.each(HTTP_ADAPTERS)('IdempotencyReaper (%s)', (adapter) => {
     } finally {
       await broken.close();
     }
+  });
+
+  describe('while the peer of 100 abandoned operations hangs', () => {
+    const TIME_BUDGET_MS = 400;
+    let hanging: RunningApp;
+    let closing: Promise<void> | undefined;
+    let gate: NotifyGate;
+    const close = () => (closing ??= hanging.close());
+    const timed = async <T>(work: Promise<T>, limitMs: number) => {
+      const started = Date.now();
+      const settled = await Promise.race([work.then(() => true), sleep(limitMs).then(() => false)]);
+      return { settled, ms: Date.now() - started };
+    };
+
+    beforeEach(async () => {
+      hanging = await startApp({ imports: ledgerAppModules(db.url, { reaper: { intervalMs: 3_600_000, timeBudgetMs: TIME_BUDGET_MS } }) }, { adapter });
+      gate = hanging.app.get(NotifyGate);
+      gate.mode = 'hold';
+      closing = undefined;
+      await db.query(`DELETE FROM idempotency_records WHERE key LIKE 'hung-%'`);
+      await seedAbandoned(db, 'hung-', 100);
+    });
+    afterEach(async () => {
+      gate.mode = 'pass';
+      gate.release();
+      await close();
+      await db.query(`DELETE FROM idempotency_records WHERE key LIKE 'hung-%'`);
+    });
+
+    it('still deletes expired records within two passes, each within its time budget', async () => {
+      await seed(db, 'outage-', 300, `now() - interval '1 hour'`);
+      const reaper = hanging.app.get(IdempotencyReaper);
+      for (let pass = 0; pass < 2 && (await countOf(db, 'outage-')) > 0; pass++) {
+        expect(await timed(reaper.runPass(), TIME_BUDGET_MS + 1000)).toMatchObject({ settled: true });
+      }
+      expect(await countOf(db, 'outage-')).toBe(0);
+      expect(gate.heldCount).toBeGreaterThan(0); // the completer did try the hanging peer
+    });
+
+    it('lets the app shut down within the time budget while a pass waits on the peer', async () => {
+      const pass = hanging.app.get(IdempotencyReaper).runPass();
+      for (let i = 0; i < 200 && gate.heldCount === 0; i++) await sleep(10);
+      expect(gate.heldCount).toBe(1);
+      const closed = await timed(close(), TIME_BUDGET_MS + 1000);
+      expect(closed.settled).toBe(true);
+      expect(closed.ms).toBeLessThanOrEqual(TIME_BUDGET_MS + 100);
+      await pass;
+    });
   });
 
   it('runs on its interval and stops at shutdown', async () => {

@@ -1,7 +1,7 @@
 import { Body, Controller, HttpException, Module, Post, type Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
-import { Idempotent, IdempotencyConfigurationError, Phased, PhasedExecution } from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyConfigurationError, PhasedClaim } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -159,8 +159,8 @@ describe('storeIf configuration', () => {
     class PhasedController {
       @Post()
       @Idempotent({ phases: true, storeIf: (status) => status === 402 })
-      create(@Phased() execution: PhasedExecution) {
-        return execution;
+      create(@PhasedClaim() claim: PhasedClaim) {
+        return claim;
       }
     }
     const error = await boot(PhasedController);

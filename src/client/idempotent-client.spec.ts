@@ -180,6 +180,29 @@ describe('IdempotentClient', () => {
     expect(server.seen).toHaveLength(1);
   });
 
+  it('stops at a recorded answer even when its status is one it retries', async () => {
+    const server = await startServer((response) => reply(response, 409, { 'Idempotent-Replayed': 'true', 'Content-Type': 'application/json' }, '{"code":"seat_taken"}'));
+    const { client } = clientFor(server.url);
+
+    const result = await client.send({ path: '/bookings' });
+
+    expect(result).toMatchObject({ attempts: 1, stoppedBy: 'answered', replayed: true, response: { status: 409, json: { code: 'seat_taken' } } });
+  });
+
+  it('retries an unfinished operation (503) until its outcome is recorded', async () => {
+    const unfinished = JSON.stringify({ type: 'urn:nest-idempotency:problem:operation-unfinished', status: 503 });
+    const server = await startServer((response, index) =>
+      index < 2 ? reply(response, 503, { 'Retry-After': '1', 'Content-Type': 'application/problem+json' }, unfinished) : reply(response, 201, { 'Idempotent-Replayed': 'true' }),
+    );
+    const { client, delays } = clientFor(server.url, { random: () => 0 });
+
+    const result = await client.send({ path: '/orders/1/payments' });
+
+    expect(result).toMatchObject({ attempts: 3, stoppedBy: 'answered', replayed: true, response: { status: 201 } });
+    expect(delays).toEqual([1000, 1000]);
+    expect(new Set(server.seen.map((seen) => seen.key)).size).toBe(1);
+  });
+
   it('retries the statuses it is told to', async () => {
     const server = await startServer(answers(500, 201));
     const { client } = clientFor(server.url, { retryableStatuses: [500, 503] });

@@ -20,7 +20,13 @@ export interface IdempotentClientOptions {
   deadlineMs?: number;
   /** An attempt, body included, is abandoned (and retried) after this. Default 10000 ms. */
   attemptTimeoutMs?: number;
-  /** Statuses worth a retry. Default 409 and 503: a 500 of this API means the work rolled back, so it is final. */
+  /**
+   * Statuses that mean "retry with the same key". Default 409 (in flight)
+   * and 503 (the outcome is not known yet: a lost database connection, or a
+   * phased operation that started and did not finish). A 500 of this API
+   * means the work rolled back, so it is final. An answer marked
+   * `Idempotent-Replayed` is a recorded outcome and final whatever its status.
+   */
   retryableStatuses?: readonly number[];
   /** Which base URL an attempt goes to. Default `round-robin`, so a retry moves to the next instance. */
   targetSelection?: 'round-robin' | 'random';
@@ -100,7 +106,8 @@ const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  * Sends operations to an idempotent HTTP API, retrying with one key per
  * operation so the server can tell a retry from new work. Network failures
  * and the retryable statuses are retried with capped, fully jittered
- * exponential backoff; `Retry-After` sets a floor on the next wait.
+ * exponential backoff; `Retry-After` sets a floor on the next wait. A
+ * replayed answer (a recorded outcome) and any other status end the operation.
  */
 export class IdempotentClient {
   private readonly baseUrls: readonly string[];
@@ -146,7 +153,7 @@ export class IdempotentClient {
       key,
       ...result,
       attempts: outcomes.length,
-      replayed: result.response?.headers[REPLAYED_HEADER]?.trim().toLowerCase() === 'true',
+      replayed: result.response !== undefined && isReplay(result.response),
       stoppedBy,
       outcomes,
     });
@@ -161,7 +168,7 @@ export class IdempotentClient {
       else outcome.error = result.error;
       outcomes.push(outcome);
 
-      if (result.response && !this.retryableStatuses.has(result.response.status)) return finish(result, 'answered');
+      if (result.response && (isReplay(result.response) || !this.retryableStatuses.has(result.response.status))) return finish(result, 'answered');
       if (attempt >= maxAttempts) return finish(result, 'max-attempts');
       const delayMs = this.delayAfter(attempt, result.response);
       if (now() + delayMs >= deadline) return finish(result, 'deadline');
@@ -194,6 +201,11 @@ export class IdempotentClient {
     if (this.settings.targetSelection === 'random') return this.baseUrls[Math.floor(this.settings.random() * count) % count];
     return this.baseUrls[this.cursor++ % count];
   }
+}
+
+/** The server answered from its record: the operation's final outcome. */
+function isReplay(response: ClientResponse): boolean {
+  return response.headers[REPLAYED_HEADER]?.trim().toLowerCase() === 'true';
 }
 
 function serializeBody(body: unknown, headers: Headers): string | undefined {

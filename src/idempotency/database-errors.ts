@@ -5,13 +5,24 @@ const LOCK_NOT_AVAILABLE = '55P03';
 
 /** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
 const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
-const CONNECTION_LOST_MESSAGE = /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect/i;
+/**
+ * Messages of a lost connection. TypeORM releases a QueryRunner whose
+ * connection errors, so the next query of a request on it fails with
+ * "Query runner already released", or, through an EntityManager bound to
+ * it, "connection provided by a query runner was already released".
+ */
+const CONNECTION_LOST_MESSAGE =
+  /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Query runner already released|connection provided by a query runner was already released/i;
+
+/** Whether the error says the database connection was lost or refused. */
+export function isConnectionLost(error: unknown): boolean {
+  const failures = [error, (error as { driverError?: unknown })?.driverError, (error as { cause?: unknown })?.cause] as Array<{ code?: unknown; message?: unknown } | undefined>;
+  return failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
+}
 
 /** A lost database connection answers 503 with Retry-After, not a 500 that reads as final. */
 export function asUnavailable(error: unknown): never {
-  const failures = [error, (error as { driverError?: unknown })?.driverError, (error as { cause?: unknown })?.cause] as Array<{ code?: unknown; message?: unknown } | undefined>;
-  const lost = failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
-  throw lost && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
+  throw isConnectionLost(error) && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
 }
 
 /** The claim waited its `lock_timeout` out on a concurrent owner's row. */

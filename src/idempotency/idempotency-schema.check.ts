@@ -1,5 +1,8 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1764400000000 } from '../../migrations/1764400000000-CreateIdempotencyRecords.js';
+import { isConnectionLost } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 
@@ -56,6 +59,8 @@ interface TableDescription {
 }
 
 const MIGRATION = CreateIdempotencyRecords1764400000000.name;
+const DESCRIBE_ATTEMPTS = 5;
+const DESCRIBE_RETRY_MS = 200;
 const HOW_TO_RUN =
   "spread `idempotencyMigrations` into the DataSource's `migrations` and set `migrationsRun: true`, " +
   'or run `typeorm migration:run` with that DataSource';
@@ -79,9 +84,21 @@ export class IdempotencySchemaCheck implements OnModuleInit {
           '(no `manualInitialization`), or call `dataSource.initialize()` before the application initialises.',
       );
     }
-    const [table]: TableDescription[] = await dataSource.query(DESCRIBE_TABLE);
+    const [table] = await describeTable(dataSource);
     const problems = schemaProblems(table);
     if (problems) throw new IdempotencyConfigurationError(problems);
+  }
+}
+
+/** The table as the database has it. A connection lost meanwhile (a restart, a terminated backend) is retried, so it does not fail the boot. */
+async function describeTable(dataSource: DataSource): Promise<TableDescription[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await dataSource.query(DESCRIBE_TABLE);
+    } catch (error) {
+      if (attempt >= DESCRIBE_ATTEMPTS || !isConnectionLost(error)) throw error;
+      await sleep(DESCRIBE_RETRY_MS);
+    }
   }
 }
 

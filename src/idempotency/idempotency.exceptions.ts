@@ -10,6 +10,7 @@ export const IdempotencyProblemType = {
   OperationFailed: 'urn:nest-idempotency:problem:operation-failed',
   RequestNotCanonical: 'urn:nest-idempotency:problem:request-not-canonical',
   DatabaseUnavailable: 'urn:nest-idempotency:problem:database-unavailable',
+  OperationUnfinished: 'urn:nest-idempotency:problem:operation-unfinished',
   RecordUndecryptable: 'urn:nest-idempotency:problem:record-undecryptable',
 } as const;
 
@@ -108,6 +109,26 @@ export class IdempotencyDatabaseUnavailableException extends IdempotencyProblem 
         title: 'Database unavailable',
         status: HttpStatus.SERVICE_UNAVAILABLE,
         detail: 'The database connection failed while this request ran. Retry with the same key after the delay given in Retry-After.',
+      },
+      { 'Retry-After': String(retryAfterSeconds) },
+    );
+  }
+}
+
+/**
+ * 503: a phased operation started and did not finish (an external call's
+ * outcome is unclear, or it failed after a phase committed). Its effects may
+ * exist, and a retry with the same key, or the reaper, resumes it: the
+ * client must retry with the same key, never with a new one.
+ */
+export class IdempotencyOperationUnfinishedException extends IdempotencyProblem {
+  constructor(retryAfterSeconds: number, reason?: string) {
+    super(
+      {
+        type: IdempotencyProblemType.OperationUnfinished,
+        title: 'Operation unfinished',
+        status: HttpStatus.SERVICE_UNAVAILABLE,
+        detail: `This operation started and did not finish${reason ? ` (${reason})` : ''}. It resumes where it stopped: retry with the same key after the delay given in Retry-After.`,
       },
       { 'Retry-After': String(retryAfterSeconds) },
     );

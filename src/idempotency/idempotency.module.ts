@@ -21,8 +21,8 @@ import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
 import { PhasedFlow } from './phases/phased-flow.js';
-import { PhasedOperations } from './phases/phased-operation.js';
-import { PhasedOperationRunner } from './phases/phased-operation.runner.js';
+import { OperationRegistry } from './phases/operation-registry.js';
+import { OperationRunner } from './phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { OutcomeCodec } from './outcome-codec.js';
 import { ReplayCache } from './replay-cache.js';
@@ -63,8 +63,8 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentMessageInterceptor,
     IdempotentMessageFilter,
     LeaseStore,
-    PhasedOperations,
-    PhasedOperationRunner,
+    OperationRegistry,
+    OperationRunner,
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,

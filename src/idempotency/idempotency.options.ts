@@ -32,8 +32,9 @@ export interface IdempotencyModuleOptions {
   replayHeaders?: readonly string[];
   /**
    * How long, in ms, a duplicate waits for an in-flight request with the same
-   * key before it gets 409 with `Retry-After`. It holds a pool connection
-   * while it waits. Default 1000.
+   * key before it gets 409 with `Retry-After`. On a one-transaction route
+   * it holds a pool connection while it waits on the owner's row; on a
+   * phased route it polls, and holds none between polls. Default 1000.
    */
   wait?: number;
   /**
@@ -127,7 +128,12 @@ export interface ReaperOptions {
   intervalMs?: number;
   /** Rows per DELETE statement. Default 1000. */
   batchSize?: number;
-  /** Time after which a pass stops starting new batches, in ms. Default 2000. */
+  /**
+   * How long a pass may take, in ms: up to half of it finishes abandoned
+   * phased claims (the operation still running then is stopped and released
+   * for the next pass), the rest deletes expired records. Shutdown waits for
+   * a pass at most this long. Default 2000.
+   */
   timeBudgetMs?: number;
 }
 
@@ -165,8 +171,8 @@ export interface IdempotentOptions {
   storeIf?: StoreErrorIf;
   /**
    * Run as a phased operation, for handlers with external side effects: the
-   * claim commits first, under a lease, and the handler runs an operation in
-   * phases through `@Phases()`. Default false.
+   * claim commits first, under a lease, and the handler runs a
+   * `@PhasedOperation()` under it through `@PhasedClaim()`. Default false.
    */
   phases?: boolean;
   /** The lease of this route's phased operations, in ms. */

@@ -1,4 +1,5 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
@@ -50,7 +51,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private readonly logger = new Logger('IdempotencyReaper');
   private timer?: NodeJS.Timeout;
   private pass?: Promise<void>;
-  private stopping = false;
+  private readonly stopping = new AbortController();
   private readonly sweeps = new Set<RetentionSweep>();
 
   constructor(
@@ -67,11 +68,15 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     this.timer.unref();
   }
 
-  /** Before the DataSource closes: a pass in flight ends after its current batch. */
+  /**
+   * Before the DataSource closes: deletions end after their current batch,
+   * the operation a pass is resuming is stopped (and released), and shutdown
+   * waits for the pass at most `timeBudgetMs`.
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopping = true;
+    this.stopping.abort(new Error('the application is shutting down'));
     clearInterval(this.timer);
-    await this.pass;
+    await Promise.race([this.pass, sleep(this.options.reaper.timeBudgetMs, undefined, { ref: false })]);
   }
 
   /** Adds work to every scheduled pass, after the records; returns the function that removes it. */
@@ -81,23 +86,34 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /**
-   * One scheduled pass: delete expired records, finish abandoned claims, then
-   * run the sweeps (settled outbox events).
+   * One scheduled pass, within `timeBudgetMs`: delete expired records, then
+   * run the sweeps (settled outbox events), for up to half of it together;
+   * then finish abandoned claims until it is spent (the operation still
+   * running then is stopped and released for the next pass); then give
+   * record deletions that were cut short whatever time the completer left.
    * The deletion goes first and each step fails on its own, so that a claim
-   * the completer cannot handle never keeps expired records in the table, and
-   * a slow completer does not hold up this pass's deletion. A tick during a
-   * pass is skipped.
+   * the completer cannot handle never keeps expired records in the table,
+   * and a slow completer never holds up the deletion. A tick during a pass
+   * is skipped.
    */
   runPass(): Promise<void> {
     this.pass ??= (async () => {
+      const { timeBudgetMs, batchSize } = this.options.reaper;
+      const deadline = Date.now() + timeBudgetMs;
+      const reap = (budgetMs: number) => this.reap(undefined, budgetMs).catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
       try {
-        await this.reap().catch((error) => this.logger.error(`Reaper pass failed: ${(error as Error).message}`));
-        if (this.stopping) return;
-        await this.completer.completeAbandoned().catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        const first = await reap(timeBudgetMs / 2);
         for (const sweep of this.sweeps) {
-          if (this.stopping) return;
-          await sweep.sweep(new Date(), this.options.reaper.timeBudgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
+          if (this.stopping.signal.aborted) return;
+          const budgetMs = Math.max(0, deadline - timeBudgetMs / 2 - Date.now());
+          await sweep.sweep(new Date(), budgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
         }
+        if (this.stopping.signal.aborted) return;
+        await this.completer
+          .completeAbandoned({ until: deadline, signal: this.stopping.signal })
+          .catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        const cutShort = first && !first.skipped && first.deleted === first.batches * batchSize;
+        if (cutShort && !this.stopping.signal.aborted && Date.now() < deadline) await reap(deadline - Date.now());
       } finally {
         this.pass = undefined;
       }
@@ -106,17 +122,17 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /**
-   * Deletes finished records that expired by `now`, within the pass's time
-   * budget, outside any request's transaction. Without `now` (as on the
-   * timer), expiry is the database's clock, never this process's: a process
-   * clock that runs ahead deletes nothing live.
+   * Deletes finished records that expired by `now`, for up to `budgetMs`
+   * (default `timeBudgetMs`), outside any request's transaction. Without
+   * `now` (as on the timer), expiry is the database's clock, never this
+   * process's: a process clock that runs ahead deletes nothing live.
    */
-  reap(now?: Date): Promise<ReapResult> {
-    return this.transactions.outside(() => this.reapBatches(now));
+  reap(now?: Date, budgetMs = this.options.reaper.timeBudgetMs): Promise<ReapResult> {
+    return this.transactions.outside(() => this.reapBatches(now, budgetMs));
   }
 
-  private async reapBatches(now: Date | undefined): Promise<ReapResult> {
-    const { batchSize, timeBudgetMs } = this.options.reaper;
+  private async reapBatches(now: Date | undefined, budgetMs: number): Promise<ReapResult> {
+    const { batchSize } = this.options.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
     for (;;) {
@@ -127,7 +143,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
       }
       result.deleted += deleted;
       result.batches++;
-      if (deleted < batchSize || Date.now() - started >= timeBudgetMs || this.stopping) break;
+      if (deleted < batchSize || Date.now() - started >= budgetMs || this.stopping.signal.aborted) break;
     }
     result.elapsedMs = Date.now() - started;
     if (result.deleted > 0) this.events.emit({ kind: 'reaped', deleted: result.deleted, batches: result.batches, elapsedMs: result.elapsedMs });

@@ -34,7 +34,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         const route = this.routes.of(controller, handler);
         if (!route) continue;
         operations.push(route.operation);
-        this.checkResponseIsRecordable(controller, name, handler);
+        this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
     }
@@ -53,7 +53,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
 
   private readonly logger = new Logger('Idempotency');
 
-  private checkResponseIsRecordable(controller: Function, name: string, handler: Function): void {
+  private checkResponseIsRecordable(controller: Function, name: string, handler: Function, phased: boolean): void {
     const byClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
     const where = byClass ? `@Idempotent() on the class ${controller.name}, covering ${name}` : `@Idempotent() on ${controller.name}.${name}`;
     const leaveOut = byClass ? ' Or leave the handler out with @SkipIdempotency().' : '';
@@ -65,6 +65,11 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       const type = Number(key.split(':')[0]);
       return type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT;
     });
+    if (takesResponse && phased) {
+      throw new IdempotencyConfigurationError(
+        `${where}: a phased route answers its operation's response, which the reaper may record without a request. Remove @Res() and return claim.run(...); set headers such as Location in the operation's respond().`,
+      );
+    }
     if (takesResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, name)) {
       throw new IdempotencyConfigurationError(
         `${where}: a handler that writes the response itself (@Res() or @Next()) cannot be recorded. Use @Res({ passthrough: true }) and return the body.${leaveOut}`,

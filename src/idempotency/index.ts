@@ -37,16 +37,17 @@ export {
 } from './events/idempotency-events.js';
 export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
 export type { ReaperOptions } from './idempotency.options.js';
-export { PhasedOperation, type PhasedOperationHandler } from './phases/phased-operation.js';
-export { Phased, PhasedExecution } from './phases/phased-execution.js';
-export { OperationPhases, LeaseLostError, downstreamKey } from './phases/operation-phases.js';
-export { AbandonedClaimsCompleter, type CompleterPass } from './phases/abandoned-claims.completer.js';
+export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
+export { PhasedClaim } from './phases/phased-claim.js';
+export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
+export { AbandonedClaimsCompleter, type CompleterBounds, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyConfigurationError,
   IdempotencyDatabaseUnavailableException,
   IdempotencyKeyMalformedException,
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
+  IdempotencyOperationUnfinishedException,
   IdempotencyProblem,
   IdempotencyProblemType,
   IdempotencyRecordUndecryptableException,

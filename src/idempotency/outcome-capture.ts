@@ -16,18 +16,27 @@ const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
  */
 export function captureSuccess(result: unknown, route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
   if (adapter.isHeadersSent(response)) throw new UnstorableResponseException('a response it wrote itself');
+  return successOutcome(route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
+}
+
+/**
+ * The outcome of a success with `status`: the body as the exact text to
+ * send (JSON for objects, a string as is), and the allowlisted headers that
+ * `headerOf` (by lower-case name) gives, plus a default content type.
+ */
+export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, replayHeaders: readonly string[]): RecordedOutcome {
   const unstorable = describeUnstorable(result);
   if (unstorable) throw new UnstorableResponseException(unstorable);
   const body = result === undefined || result === null ? null : typeof result === 'string' ? result : JSON.stringify(result);
   const headers: Record<string, string> = {};
-  for (const name of route.replayHeaders) {
-    const value = adapter.getHeader(response, name);
+  for (const name of replayHeaders) {
+    const value = headerOf(name);
     if (value !== undefined) headers[name] = String(value);
   }
-  if (body !== null && route.replayHeaders.includes('content-type')) {
+  if (body !== null && replayHeaders.includes('content-type')) {
     headers['content-type'] ??= typeof result === 'string' ? 'text/plain; charset=utf-8' : JSON_CONTENT;
   }
-  return { status: route.successStatus, headers, body };
+  return { status, headers, body };
 }
 
 /**

@@ -1,4 +1,5 @@
 import request from 'supertest';
+import type { Charge } from '../../src/demo/payment-provider/fake-payment-provider.js';
 
 export const ACME = 'Bearer demo-key-acme';
 
@@ -14,8 +15,8 @@ export async function createOrder(url: string, sku: string): Promise<string> {
 }
 
 /** The fake provider's ledger for one amount. */
-export async function chargesOf(providerUrl: string, amountCents: number): Promise<Array<{ id: string; status: string }>> {
-  const charges = (await (await fetch(`${providerUrl}/charges`)).json()) as Array<{ id: string; status: string; amountCents: number }>;
+export async function chargesOf(providerUrl: string, amountCents: number): Promise<Charge[]> {
+  const charges = (await (await fetch(`${providerUrl}/charges`)).json()) as Charge[];
   return charges.filter((charge) => charge.amountCents === amountCents);
 }
 

@@ -19,11 +19,9 @@ import {
   IdempotencyRecord,
   idempotencyMigrations,
   type IdempotencyModuleOptions,
-  type OperationPhases,
-  Phased,
-  PhasedExecution,
+  PhasedClaim,
   PhasedOperation,
-  type PhasedOperationHandler,
+  type Phases,
   TransactionHost,
 } from '../../src/idempotency/index.js';
 
@@ -84,9 +82,15 @@ export class NotifyGate {
   }
 }
 
+interface Transfer {
+  debit: number;
+  receipt: string;
+  credit: number;
+}
+
 /** Debit (local), notify (external), credit (local): counts how often each phase really ran. */
 @PhasedOperation('ledger-transfer')
-export class LedgerTransfer implements PhasedOperationHandler<EntryBody, { debit: number; receipt: string; credit: number }> {
+export class LedgerTransfer implements PhasedOperation<EntryBody, Transfer> {
   readonly runs = { debit: 0, notify: 0, credit: 0 };
 
   constructor(
@@ -94,11 +98,38 @@ export class LedgerTransfer implements PhasedOperationHandler<EntryBody, { debit
     private readonly gate: NotifyGate,
   ) {}
 
-  async run(input: EntryBody, phases: OperationPhases) {
+  async run(input: EntryBody, phases: Phases): Promise<Transfer> {
     const debit = await phases.local('debit', () => (this.runs.debit++, this.ledger.write(`debit:${input.label}`)));
     const { receipt } = await phases.external('notify', (key) => (this.runs.notify++, this.gate.notify(key)));
     const credit = await phases.local('credit', () => (this.runs.credit++, this.ledger.write(`credit:${input.label}`)));
     return { debit: debit.entry, receipt, credit: credit.entry };
+  }
+}
+
+/** The ledger transfer, answered in a shape of its own with a `Location`: whoever finishes it answers the same. */
+@PhasedOperation('shaped-transfer')
+export class ShapedTransfer implements PhasedOperation<EntryBody, Transfer> {
+  constructor(private readonly transfer: LedgerTransfer) {}
+
+  run(input: EntryBody, phases: Phases) {
+    return this.transfer.run(input, phases);
+  }
+
+  respond(transfer: Transfer) {
+    return { body: { transfer }, headers: { Location: `/entries/${transfer.credit}` } };
+  }
+}
+
+/** One local phase that locks a row of `ledger_locks` first: a test holding that row stalls the phase, the record locked. */
+@PhasedOperation('locked-transfer')
+export class LockedTransfer implements PhasedOperation<EntryBody, { label: string }> {
+  constructor(private readonly tx: TransactionHost) {}
+
+  async run(input: EntryBody, phases: Phases) {
+    return phases.local('locked', async () => {
+      await this.tx.manager.query(`SELECT id FROM ledger_locks WHERE id = 1 FOR UPDATE`);
+      return { label: input.label };
+    });
   }
 }
 
@@ -173,8 +204,27 @@ export class EntriesController {
 
   @Post('transfers')
   @Idempotent({ phases: true, wait: 300 })
-  phasedTransfer(@Body() body: EntryBody, @Phased() execution: PhasedExecution) {
-    return execution.run(LedgerTransfer, { label: body.label });
+  phasedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(LedgerTransfer, { label: body.label });
+  }
+
+  /** Reshapes what run() settled with: ignored, since the completer could not reshape it. */
+  @Post('wrapped-transfers')
+  @Idempotent({ phases: true })
+  async wrappedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return { wrapped: await claim.run(LedgerTransfer, { label: body.label }) };
+  }
+
+  @Post('locked-transfers')
+  @Idempotent({ phases: true, wait: 1000 })
+  lockedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(LockedTransfer, { label: body.label });
+  }
+
+  @Post('shaped-transfers')
+  @Idempotent({ phases: true })
+  shapedTransfer(@Body() body: EntryBody, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(ShapedTransfer, { label: body.label });
   }
 
   @Post('transfers/unstarted')
@@ -189,7 +239,7 @@ export class EntriesController {
   }
 }
 
-@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer] })
+@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, ShapedTransfer, LockedTransfer] })
 export class EntriesModule {}
 
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */
@@ -219,4 +269,7 @@ export function ledgerAppModules(databaseUrl: string, options: IdempotencyModule
   ];
 }
 
-export const LEDGER_SCHEMA = `CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL)`;
+export const LEDGER_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL);
+  CREATE TABLE IF NOT EXISTS ledger_locks (id int PRIMARY KEY);
+  INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING`;

@@ -7,11 +7,9 @@ import {
   IdempotencyReaper,
   IdempotencyRecord,
   idempotencyMigrations,
-  type OperationPhases,
-  Phased,
-  PhasedExecution,
+  PhasedClaim,
   PhasedOperation,
-  type PhasedOperationHandler,
+  type Phases,
   TransactionHost,
 } from '../../src/idempotency/index.js';
 
@@ -126,10 +124,10 @@ export function writePathsApp(connection?: string): WritePathsApp {
 
   /** A phased operation whose local phase writes through the injected repository. */
   @PhasedOperation(`note-phases${connection ? `:${connection}` : ''}`)
-  class NotePhases implements PhasedOperationHandler<NoteBody, { phase: string }> {
+  class NotePhases implements PhasedOperation<NoteBody, { phase: string }> {
     constructor(private readonly writer: NoteWriter) {}
 
-    async run(input: NoteBody, phases: OperationPhases) {
+    async run(input: NoteBody, phases: Phases) {
       await phases.local('note', async () => {
         await this.writer.write('injected-repository', `phase:${input.label}`);
         if (input.fail) throw new Error('the local phase failed after writing');
@@ -174,10 +172,10 @@ export function writePathsApp(connection?: string): WritePathsApp {
 
     @Post('phased')
     @Idempotent({ phases: true })
-    async phased(@Body() body: NoteBody, @Phased() execution: PhasedExecution) {
+    async phased(@Body() body: NoteBody, @PhasedClaim() claim: PhasedClaim) {
       // Before run(): a phased route has no transaction open here (see the README).
       await this.writer.write('injected-repository', `before-run:${body.label}`);
-      return execution.run(NotePhases, body);
+      return claim.run(NotePhases, body);
     }
 
     /** Commits through a QueryRunner of the handler's own, then fails: that transaction is the handler's. */

@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { type OperationPhases, PhasedOperation, type PhasedOperationHandler } from '../../idempotency/index.js';
+import { PhasedOperation, type Phases } from '../../idempotency/index.js';
 import type { PaymentView } from './payment.entity.js';
 import { PaymentProviderClient } from './payment-provider.client.js';
 import { type NewPayment, PaymentsService } from './payments.service.js';
@@ -12,13 +12,13 @@ import { type NewPayment, PaymentsService } from './payments.service.js';
  * deduplicates a repeated charge by its key.
  */
 @PhasedOperation('capture-payment')
-export class CapturePayment implements PhasedOperationHandler<NewPayment, PaymentView> {
+export class CapturePayment implements PhasedOperation<NewPayment, PaymentView> {
   constructor(
     private readonly payments: PaymentsService,
     private readonly provider: PaymentProviderClient,
   ) {}
 
-  async run(input: NewPayment, phases: OperationPhases): Promise<PaymentView> {
+  async run(input: NewPayment, phases: Phases): Promise<PaymentView> {
     const pending = await phases.local('record-pending', () => this.payments.recordPending(input));
     const charge = await phases.external('charge', (key, signal) =>
       this.provider.charge({ amountCents: input.amountCents, currency: input.currency, reference: pending.id }, key, signal),

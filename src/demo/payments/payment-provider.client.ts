@@ -20,7 +20,7 @@ export interface ChargeResult {
   status: 'succeeded' | 'declined';
 }
 
-/** Charges through the payment provider's HTTP API. A decline is a result; anything unclear is a 502. */
+/** Charges through the payment provider's HTTP API. A decline is a result; anything unclear is a 502 (which a phased route answers as 503: retry the same key). */
 @Injectable()
 export class PaymentProviderClient {
   constructor(@Inject(PAYMENT_PROVIDER) private readonly options: PaymentProviderOptions) {}

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, ParseUUIDPipe, Post } from '@nestjs/common';
 import { Tenant } from '../auth/tenant.decorator.js';
-import { Idempotent, Phased, PhasedExecution } from '../../idempotency/index.js';
+import { Idempotent, PhasedClaim } from '../../idempotency/index.js';
 import { CapturePayment } from './capture-payment.operation.js';
 import { CreatePaymentDto } from './dto/create-payment.dto.js';
 import type { PaymentView } from './payment.entity.js';
@@ -17,9 +17,9 @@ export class PaymentsController {
     @Tenant() tenant: string,
     @Param('id', ParseUUIDPipe) orderId: string,
     @Body() dto: CreatePaymentDto,
-    @Phased() execution: PhasedExecution,
+    @PhasedClaim() claim: PhasedClaim,
   ): Promise<PaymentView> {
-    return execution.run(CapturePayment, { tenant, orderId, amountCents: dto.amountCents, currency: dto.currency });
+    return claim.run(CapturePayment, { tenant, orderId, amountCents: dto.amountCents, currency: dto.currency });
   }
 
   @Get()

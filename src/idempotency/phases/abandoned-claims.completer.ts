@@ -1,4 +1,4 @@
-import { HttpException, Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
@@ -6,11 +6,20 @@ import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { captureError } from '../outcome-capture.js';
 import { TransactionHost } from '../transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
-import { PhasedOperations } from './phased-operation.js';
-import { PhasedOperationRunner } from './phased-operation.runner.js';
+import { OperationRegistry } from './operation-registry.js';
+import { OperationRunner } from './operation.runner.js';
+
+/** What bounds one run of the completer. */
+export interface CompleterBounds {
+  /** No takeover after this instant (ms since the epoch); the operation resumed then is stopped. Default none. */
+  until?: number;
+  /** Stops the completer as `until` does, e.g. at shutdown. */
+  signal?: AbortSignal;
+  /** Claims looked at, at most. Default 100. */
+  limit?: number;
+}
 
 export interface CompleterPass {
   completed: number;
@@ -33,37 +42,56 @@ export class AbandonedClaimsCompleter {
     private readonly served: IdempotencyDataSource,
     private readonly transactions: TransactionHost,
     private readonly leases: LeaseStore,
-    private readonly runner: PhasedOperationRunner,
-    private readonly operations: PhasedOperations,
+    private readonly runner: OperationRunner,
+    private readonly operations: OperationRegistry,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  /** One pass over claims whose lease lapsed, outside any request's transaction. */
-  completeAbandoned(limit = 100): Promise<CompleterPass> {
-    return this.transactions.outside(() => this.completePass(limit));
+  /**
+   * Takes abandoned claims over one after another and ends each. With
+   * `until` (a time in ms since the epoch), it takes no claim over after
+   * that instant and stops the operation it is resuming then, which is
+   * released for a later pass; `signal` stops it the same way. It runs
+   * outside any request's transaction.
+   */
+  completeAbandoned(bounds: CompleterBounds = {}): Promise<CompleterPass> {
+    return this.transactions.outside(() => this.completePass(bounds));
   }
 
-  private async completePass(limit: number): Promise<CompleterPass> {
+  private async completePass({ until, signal, limit = 100 }: CompleterBounds): Promise<CompleterPass> {
     const pass: CompleterPass = { completed: 0, failed: 0, discarded: 0, released: 0 };
-    const candidates: Array<RecordId & { owner_token: string | null }> = await this.served.dataSource.query(
-      `SELECT scope, operation, key, owner_token FROM idempotency_records
-        WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
-      [limit],
-    );
-    for (const { owner_token, ...id } of candidates) {
-      const owner = randomUUID();
-      const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
-      if (!claim) continue;
-      const { result, reason } = await this.finish(id, owner, claim);
-      pass[result]++;
-      this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
+    const stop = new AbortController();
+    const timer = until === undefined ? undefined : setTimeout(() => stop.abort(new Error('the reaper pass ran out of time')), Math.max(0, until - Date.now()));
+    const onSignal = () => stop.abort(signal!.reason);
+    if (signal?.aborted) onSignal();
+    else signal?.addEventListener('abort', onSignal, { once: true });
+    try {
+      const candidates: Array<RecordId & { owner_token: string | null }> = stop.signal.aborted
+        ? []
+        : await this.served.dataSource.query(
+            `SELECT scope, operation, key, owner_token FROM idempotency_records
+              WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
+            [limit],
+          );
+      for (const { owner_token, ...id } of candidates) {
+        if (stop.signal.aborted) break;
+        const owner = randomUUID();
+        const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
+        if (!claim) continue;
+        const { result, reason } = await this.resolve(id, owner, claim, stop.signal);
+        pass[result]++;
+        this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
+      }
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onSignal);
     }
     return pass;
   }
 
-  private async finish(id: RecordId, owner: string, claim: AbandonedClaim): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
-    const retention = this.options.retention;
+  /** Ends one claim this completer took over: discarded, marked failed, or its operation resumed to its ending. */
+  private async resolve(id: RecordId, owner: string, claim: AbandonedClaim, stop: AbortSignal): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
     if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
     const handler = this.operations.get(claim.resume.operation);
     const giveUp = !handler
@@ -72,23 +100,12 @@ export class AbandonedClaimsCompleter {
         ? `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`
         : undefined;
     if (giveUp) {
-      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), retention, giveUp);
+      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
       return { result: 'failed', reason: giveUp };
     }
-    const { status, storeErrors, input } = claim.resume;
-    try {
-      const output = await this.runner.run(handler!, input, { id, owner, leaseMs: this.options.lease, results: claim.phaseResults });
-      const body = output === undefined || output === null ? null : JSON.stringify(output);
-      const headers: Record<string, string> = body === null ? {} : { 'content-type': 'application/json; charset=utf-8' };
-      await this.leases.finish(id, owner, { status, headers, body }, retention);
-      return { result: 'completed' };
-    } catch (error) {
-      if (error instanceof HttpException && storeErrors.includes(error.getStatus())) {
-        await this.leases.finish(id, owner, captureError(error), retention);
-        return { result: 'completed' };
-      }
-      await this.leases.release(id, owner).catch(() => undefined);
-      return { result: 'released', reason: `resuming failed, to be retried: ${(error as Error).message}` };
-    }
+    const ending = await this.runner.finish(handler!, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults }, stop);
+    if (ending.kind === 'recorded') return { result: 'completed' };
+    if (ending.kind === 'lost') return { result: 'released', reason: 'another owner took the claim over' };
+    return { result: 'released', reason: `resuming failed, to be retried: ${(ending.error as Error)?.message}` };
   }
 }

@@ -17,27 +17,47 @@ export interface ResumeInfo {
   /** The route's success status and recordable error statuses. */
   status: number;
   storeErrors: number[];
+  /** The route's retention, in ms; the module's for claims stored without it. */
+  retention?: number;
 }
 
 export type LeasedClaim =
-  | { claimed: false }
-  | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> };
+  | { claimed: false; holder: HeldRecord | undefined }
+  | { claimed: true; tookOver: boolean; attempts: number; phaseResults: Record<string, unknown>; run: string };
+
+/** The record that holds a key: a claim, or a finished record that has not expired. */
+export interface HeldRecord extends StoredRecord {
+  leaseLive: boolean;
+  /** The database's `now()` when the record was read. */
+  databaseNow: Date;
+}
+
+type ClaimRow = RecordRow & {
+  claimed: boolean;
+  took_over: boolean;
+  attempts: number;
+  phase_results: Record<string, unknown>;
+  run: string;
+  lease_live: boolean;
+  database_now: Date;
+};
 
 export interface AbandonedClaim {
   resume: ResumeInfo | null;
+  /** Which run of the key this is: see `RUN`. */
+  run: string;
   phaseResults: Record<string, unknown>;
   attempts: number;
   recoveryPoint: string | null;
 }
 
-export interface PhasedRecord extends StoredRecord {
-  leaseLive: boolean;
-  /** The database's `now()` when the record was read. */
-  databaseNow: Date;
-  phaseResults: Record<string, unknown>;
-}
-
 const PK = 'scope = $1 AND operation = $2 AND key = $3';
+/**
+ * The identity of a run of a key: the instant its record was claimed
+ * (`created_at`, to the microsecond, in UTC). A lease takeover keeps it; a
+ * claim of an expired record starts a new run, with a later instant.
+ */
+const RUN = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
 
 /**
@@ -62,49 +82,78 @@ export class LeaseStore {
    * Claims the key with a lease, in a statement of its own (so it commits at
    * once). An expired finished record starts over; an in-progress one whose
    * lease lapsed is taken over with its recovery point and phase results.
+   *
+   * A key that is held is never waited on: the statement reads the record
+   * first and attempts the claim only when the key is free or claimable, so a
+   * duplicate of a live owner (whose local phase may hold the record's row
+   * lock for as long as the phase runs) gets the holder's record back at
+   * once. The attempt itself waits at most `lockTimeoutMs` on a row lock
+   * (SQLSTATE 55P03 after that).
    */
-  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string): Promise<LeasedClaim> {
-    const rows: Array<{ took_over: boolean; attempts: number; phase_results: Record<string, unknown> }> = await this.pool.query(
-      `INSERT INTO idempotency_records AS r
-              (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
-       VALUES ($1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')})
-       ON CONFLICT (scope, operation, key) DO UPDATE SET
-         owner_token = EXCLUDED.owner_token,
-         lease_expires_at = EXCLUDED.lease_expires_at,
-         attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
-         phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
-         recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
-         resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
-         created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
-         expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
-         fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
-         response_body = NULL, completed_at = NULL, failure_reason = NULL
-       WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
-          OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
-       RETURNING (xmax <> 0) AS took_over, attempts, phase_results`,
-      [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs],
+  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
+    const rows: ClaimRow[] = await this.pool.query(
+      `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
+       held AS (
+         SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
+                (status <> 'in_progress' AND expires_at <= now())
+                  OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = $4) AS claimable
+           FROM idempotency_records WHERE ${PK}),
+       claim AS (
+         INSERT INTO idempotency_records AS r
+                (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
+         SELECT $1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')}
+           FROM wait WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
+         ON CONFLICT (scope, operation, key) DO UPDATE SET
+           owner_token = EXCLUDED.owner_token,
+           lease_expires_at = EXCLUDED.lease_expires_at,
+           attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
+           phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
+           recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
+           resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
+           created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
+           expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
+           fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
+           response_body = NULL, completed_at = NULL, failure_reason = NULL
+         WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
+            OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
+         RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run)
+       SELECT true AS claimed, took_over, attempts, phase_results, run,
+              NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+              NULL AS response_body, NULL::timestamptz AS expires_at, NULL::boolean AS lease_live, NULL::timestamptz AS database_now
+         FROM claim
+       UNION ALL
+       SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live, now()
+         FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
+      [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
     );
-    if (!rows.length) return { claimed: false };
-    return { claimed: true, tookOver: rows[0].took_over, attempts: rows[0].attempts, phaseResults: rows[0].phase_results };
+    const [row] = rows;
+    if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
+    // No row: the key is held by a claim this statement's snapshot could not see yet (an expired record is never a holder).
+    return { claimed: false, holder: row && { ...toStoredRecord(row, id, this.outcomes), leaseLive: row.lease_live, databaseNow: row.database_now } };
   }
 
   /**
    * The completer's takeover of an abandoned claim: a compare-and-set on the
-   * owner token, so of several reapers exactly one wins.
+   * owner token, so of several reapers exactly one wins. A record whose row
+   * is locked (an owner's local phase is committing) is skipped, not waited on.
    */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
-    const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null }> =
+    const rows: Array<{ resume: ResumeInfo | null; phase_results: Record<string, unknown>; attempts: number; recovery_point: string | null; run: string }> =
       await this.pool.query(
-        `WITH taken AS (
-           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+        `WITH free AS (
+           SELECT ctid FROM idempotency_records
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
-            RETURNING resume, phase_results, attempts, recovery_point)
+            FOR UPDATE SKIP LOCKED),
+         taken AS (
+           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+            WHERE ctid IN (SELECT ctid FROM free)
+            RETURNING resume, phase_results, attempts, recovery_point, ${RUN} AS run)
          SELECT * FROM taken`,
         [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
       );
     if (!rows.length) return undefined;
     const [row] = rows;
-    return { resume: row.resume, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
+    return { resume: row.resume, run: row.run, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
   }
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
@@ -115,17 +164,6 @@ export class LeaseStore {
       [id.scope, id.operation, id.key, owner],
     );
     return rows.length === 1;
-  }
-
-  /** The record that holds the key: a claim, or a finished record that has not expired (an expired one is claimable). */
-  async read(id: RecordId): Promise<PhasedRecord | undefined> {
-    const rows: Array<RecordRow & { lease_live: boolean | null; phase_results: Record<string, unknown>; database_now: Date }> = await this.pool.query(
-      `SELECT ${RECORD_COLUMNS}, lease_expires_at > now() AS lease_live, phase_results, now() AS database_now FROM idempotency_records
-        WHERE ${PK} AND (status = 'in_progress' OR expires_at > now())`,
-      [id.scope, id.operation, id.key],
-    );
-    if (!rows.length) return undefined;
-    return { ...toStoredRecord(rows[0], id, this.outcomes), leaseLive: rows[0].lease_live === true, phaseResults: rows[0].phase_results, databaseNow: rows[0].database_now };
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */
@@ -144,9 +182,20 @@ export class LeaseStore {
     );
   }
 
-  /** Stores what the reaper needs to resume the operation without a client, once. */
-  async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<boolean> {
-    return this.fenced(this.pool, `resume = coalesce(resume, $5::jsonb)`, id, owner, [JSON.stringify(resume)]);
+  /**
+   * Stores what the reaper needs to resume the operation without a client,
+   * once per run: returns what is stored (an earlier owner's, if any), or
+   * undefined when `owner` no longer holds the claim.
+   */
+  async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<ResumeInfo | undefined> {
+    const rows: Array<{ resume: ResumeInfo }> = await this.pool.query(
+      `WITH fenced AS (
+         UPDATE idempotency_records SET resume = coalesce(resume, $5::jsonb)
+          WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING resume)
+       SELECT resume FROM fenced`,
+      [id.scope, id.operation, id.key, owner, JSON.stringify(resume)],
+    );
+    return rows[0]?.resume;
   }
 
   /** Lets the lease lapse now, so that a retry resumes at once. */

@@ -1,4 +1,4 @@
-import { type CallHandler, HttpException, Inject, Injectable, type Type } from '@nestjs/common';
+import { type CallHandler, HttpException, Inject, Injectable, Logger, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -7,19 +7,35 @@ import { lastValueFrom } from 'rxjs';
 import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
 import type { Settled } from '../idempotency.interceptor.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
-import { IdempotencyKeyReusedException, IdempotencyRequestInProgressException, operationFailedOutcome } from '../idempotency.exceptions.js';
+import {
+  IdempotencyConfigurationError,
+  IdempotencyKeyReusedException,
+  IdempotencyOperationUnfinishedException,
+  IdempotencyRequestInProgressException,
+  operationFailedOutcome,
+} from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
-import { LeaseStore } from './lease.store.js';
-import { LeaseLostError } from './operation-phases.js';
-import { PHASED_EXECUTION, PhasedExecution } from './phased-execution.js';
-import { phasedOperationName, PhasedOperations, type PhasedOperationHandler } from './phased-operation.js';
-import { PhasedOperationRunner } from './phased-operation.runner.js';
+import { isLockTimeout } from '../database-errors.js';
+import { type LeasedClaim, LeaseStore } from './lease.store.js';
+import { OperationRegistry } from './operation-registry.js';
+import { OperationRunner, type RunEnding } from './operation.runner.js';
+import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
+import { operationName, type PhasedOperation } from './phased-operation.js';
+import { LeaseLostError, type Ownership } from './phases.js';
 
-const POLL_MS = 50;
+/**
+ * Between polls of a waiting duplicate: the first after 50 ms, growing to
+ * 200 ms, each jittered, so that a crowd of duplicates neither polls in step
+ * nor keeps the database busy while an owner works.
+ */
+const FIRST_POLL_MS = 50;
+const MAX_POLL_MS = 200;
+/** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
+const CLAIM_LOCK_TIMEOUT_MS = 50;
 
 /**
  * The request flow of a phased route: the claim commits first, under a
@@ -29,10 +45,14 @@ const POLL_MS = 50;
  */
 @Injectable()
 export class PhasedFlow {
+  private readonly logger = new Logger('Idempotency');
+  /** Routes already warned about a handler that reshapes its operation's answer. */
+  private readonly reshapingRoutes = new Set<string>();
+
   constructor(
     private readonly leases: LeaseStore,
-    private readonly runner: PhasedOperationRunner,
-    private readonly operations: PhasedOperations,
+    private readonly runner: OperationRunner,
+    private readonly operations: OperationRegistry,
     private readonly adapterHost: HttpAdapterHost,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
@@ -61,65 +81,125 @@ export class PhasedFlow {
       return { outcome, replayed: false };
     }
 
-    request[PHASED_EXECUTION] = new PhasedExecution(async <I, O>(operation: Type<PhasedOperationHandler<I, O>>, input: I) => {
-      const handler = this.operations.instanceOf(operation);
-      const resume = { operation: phasedOperationName(operation), input, status: route.successStatus, storeErrors: [...route.storeErrors] };
-      if (!(await this.leases.saveResume(id, owner, resume))) throw new LeaseLostError();
-      return this.runner.run(handler, input, { id, owner, leaseMs, results: claimed.phaseResults });
-    });
-    let outcome: RecordedOutcome;
+    let running: Promise<RunEnding> | undefined;
+    const phasedClaim: PhasedClaim = {
+      run: <I, O>(operation: Type<PhasedOperation<I, O>>, input: I): Promise<O> => {
+        if (running) return Promise.reject(new IdempotencyConfigurationError(`${route.operation}: claim.run() runs one operation per request.`));
+        running = this.start(operation, input, route, { id, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
+        return running.then((ending) => answerOf<O>(ending));
+      },
+    };
+    request[PHASED_CLAIM] = phasedClaim;
     const handlerStarted = performance.now();
+    let handled: { result: unknown } | { error: unknown };
     try {
       // No transaction is current here: the claim has committed, and each local phase opens its own.
       // A write outside a local phase (before run(), in an external phase) therefore joins nothing and
       // runs on the pool, committing on its own as outside a request, rather than join a closed
       // transaction; database writes belong in phases.local().
-      const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
-      attempt.handlerMs = performance.now() - handlerStarted;
-      timeStep(attempt, 'handler', handlerStarted);
-      outcome = captureSuccess(result, route, this.adapterHost.httpAdapter, response);
+      handled = { result: await lastValueFrom(next.handle(), { defaultValue: undefined }) };
     } catch (error) {
-      timeStep(attempt, 'handler', handlerStarted);
-      if (!(error instanceof HttpException) || !route.storeErrors.has(error.getStatus())) {
-        // Before the operation started (a validation error, say) nothing can have
-        // happened, so the key is freed as in a rollback. After, finished phases
-        // stay and the lease lapses now, so that a retry resumes at once.
-        await this.abandon(id, owner).catch(() => undefined);
-        throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
-      }
-      outcome = captureError(error);
+      handled = { error };
     }
+    // Once its input is stored, an operation has an ending; before, it never started, and nothing can have happened.
+    const ending = await running?.catch(() => undefined);
+    // The handler's step ends where the operation's outcome is written: that write is the commit step.
+    const handlerEnded = ending?.recording?.start ?? performance.now();
+    attempt.handlerMs = handlerEnded - handlerStarted;
+    if (attempt.timeline) {
+      attempt.timeline.handler = { start: handlerStarted, end: handlerEnded };
+      if (ending?.recording) attempt.timeline.commit = ending.recording;
+    }
+    if (ending) return this.settle(ending, handled, route);
+
+    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, attempt);
+    const { error } = handled;
+    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route, attempt);
+    // The key is freed, as in a rollback.
+    if (!(await this.leases.discardUnstarted(id, owner).catch(() => false))) await this.leases.release(id, owner).catch(() => undefined);
+    throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
+  }
+
+  /** Stores the input with the claim, then runs the operation to its ending. */
+  private async start<I, O>(operation: Type<PhasedOperation<I, O>>, input: I, route: IdempotentRoute, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
+    const instance = this.operations.instanceOf(operation) as PhasedOperation<unknown, unknown>;
+    const resume = await this.leases.saveResume(ownership.id, ownership.owner, {
+      operation: operationName(operation),
+      input,
+      status: route.successStatus,
+      storeErrors: [...route.storeErrors],
+      retention: route.retention,
+    });
+    return resume ? this.runner.finish(instance, resume, ownership) : { kind: 'lost' };
+  }
+
+  /**
+   * The answer is the operation's ending, whatever the handler did with
+   * `run()`'s result: that is what a retry or the completer would record. An
+   * operation that started and did not finish may still end (a retry
+   * resumes it, or the completer does), so the client is told to retry the
+   * same key.
+   */
+  private settle(ending: RunEnding, handled: { result: unknown } | { error: unknown }, route: IdempotentRoute): Settled {
+    if (ending.kind === 'lost') throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+    if (ending.kind === 'unfinished') {
+      throw new IdempotencyOperationUnfinishedException(route.retryAfterSeconds, ending.error instanceof HttpException ? ending.error.message : undefined);
+    }
+    const reshaped = 'result' in handled ? handled.result !== ending.output || ending.error !== undefined : handled.error !== ending.error;
+    if (reshaped && !this.reshapingRoutes.has(route.operation)) {
+      this.reshapingRoutes.add(route.operation);
+      this.logger.warn(
+        `${route.operation}: the handler answered something other than what claim.run() settled with. A phased route answers its operation's response, ` +
+          'whoever finishes it: return claim.run(...) as is, and shape the response in the operation\'s respond().',
+      );
+    }
+    return { outcome: ending.outcome, replayed: false };
+  }
+
+  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
     const commitStarted = performance.now();
     const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => timeStep(attempt, 'commit', commitStarted));
     if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome, replayed: false };
   }
 
-  private async abandon(id: RecordId, owner: string): Promise<void> {
-    if (!(await this.leases.discardUnstarted(id, owner))) await this.leases.release(id, owner);
-  }
-
+  /**
+   * Claims the key, or polls while a live owner holds it, for up to the
+   * route's `wait`. A poll is one statement from the pool that never waits
+   * on the owner's row lock for long, and no connection is held between
+   * polls: a crowd of duplicates neither outlasts `wait` nor drains the pool.
+   */
   private async claimOrWait(
     id: RecordId,
     fingerprint: string,
     route: IdempotentRoute,
     owner: string,
     attempt: AttemptEvent,
-  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | { tookOver: boolean; attempts: number; phaseResults: Record<string, unknown> }> {
+  ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | Extract<LeasedClaim, { claimed: true }>> {
     const deadline = Date.now() + route.wait;
-    for (;;) {
-      const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner);
+    for (let poll = 0; ; poll++) {
+      const lockTimeoutMs = Math.min(CLAIM_LOCK_TIMEOUT_MS, deadline - Date.now());
+      const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner, lockTimeoutMs).catch((error: unknown) => {
+        if (!isLockTimeout(error)) throw error;
+        return { claimed: false, holder: undefined } as const; // a row lock held by an owner at work
+      });
       if (claim.claimed) return claim;
-      const record = await this.leases.read(id);
-      if (record && record.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
-      if (record?.outcome) return { outcome: record.outcome, expiresAt: record.expiresAt, databaseNow: record.databaseNow };
+      const holder = claim.holder;
+      if (holder && holder.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
+      if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt, databaseNow: holder.databaseNow };
+      if (!holder || holder.leaseLive) attempt.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-      // A lapsed lease (or a vanished record) is claimable at once; a live one is polled.
-      if (record?.leaseLive) {
-        attempt.collided = true; // it met an owner in flight
-        await sleep(Math.min(POLL_MS, remaining));
-      }
+      const pause = Math.min(MAX_POLL_MS, FIRST_POLL_MS * 1.5 ** poll) * (0.5 + Math.random());
+      await sleep(Math.min(pause, remaining));
     }
   }
+}
+
+/** What `claim.run()` resolves to, or rejects with, for the handler. */
+function answerOf<O>(ending: RunEnding): O {
+  if (ending.kind === 'lost') throw new LeaseLostError();
+  if (ending.kind === 'unfinished') throw ending.error;
+  if (ending.error) throw ending.error;
+  return ending.output as O;
 }

@@ -1,9 +1,8 @@
-import { Injectable, SetMetadata, type Type } from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { Injectable, SetMetadata } from '@nestjs/common';
 import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
-import type { OperationPhases } from './operation-phases.js';
+import type { Phases } from './phases.js';
 
-const PHASED_OPERATION = 'idempotency:phased-operation';
+export const PHASED_OPERATION = 'idempotency:phased-operation';
 
 /**
  * An operation with external side effects, run in named phases that each
@@ -12,8 +11,28 @@ const PHASED_OPERATION = 'idempotency:phased-operation';
  * claim, it runs again from the top, and finished phases return their stored
  * results instead of running again.
  */
-export interface PhasedOperationHandler<TInput, TOutput> {
-  run(input: TInput, phases: OperationPhases): Promise<TOutput>;
+export interface PhasedOperation<TInput, TOutput> {
+  run(input: TInput, phases: Phases): Promise<TOutput>;
+  /**
+   * The answer of a finished run: its body and headers (e.g. `Location`),
+   * with the route's success status. Whoever finishes the operation (the
+   * request, a retry or the reaper's completer) records this same answer, so
+   * it must depend on `output` only. Default: `output` as the JSON body.
+   * Headers are recorded when `replayHeaders` lists them.
+   *
+   * @example
+   * respond(payment: PaymentView) {
+   *   return { body: payment, headers: { Location: `/payments/${payment.id}` } };
+   * }
+   */
+  respond?(output: TOutput): OperationResponse;
+}
+
+/** What a finished phased operation answers. */
+export interface OperationResponse {
+  /** Sent as JSON, or as is when a string; none when undefined or null. */
+  body?: unknown;
+  headers?: Record<string, string>;
 }
 
 /**
@@ -22,49 +41,16 @@ export interface PhasedOperationHandler<TInput, TOutput> {
  *
  * @example
  * @PhasedOperation('capture-payment')
- * export class CapturePayment implements PhasedOperationHandler<PaymentInput, PaymentView> { ... }
+ * export class CapturePayment implements PhasedOperation<PaymentInput, PaymentView> { ... }
  */
 export const PhasedOperation = (name: string): ClassDecorator => (target) => {
   Injectable()(target);
   SetMetadata(PHASED_OPERATION, name)(target);
 };
 
-export function phasedOperationName(operation: Function): string {
+/** The name an operation class was registered under. */
+export function operationName(operation: Function): string {
   const name: string | undefined = Reflect.getMetadata(PHASED_OPERATION, operation);
   if (!name) throw new IdempotencyConfigurationError(`${operation.name} is not decorated with @PhasedOperation(name).`);
   return name;
-}
-
-/** Every `@PhasedOperation()` provider of the app, by name. */
-@Injectable()
-export class PhasedOperations {
-  private byName?: Map<string, PhasedOperationHandler<unknown, unknown>>;
-
-  constructor(private readonly discovery: DiscoveryService) {}
-
-  get(name: string): PhasedOperationHandler<unknown, unknown> | undefined {
-    this.byName ??= this.discover();
-    return this.byName.get(name);
-  }
-
-  instanceOf<I, O>(operation: Type<PhasedOperationHandler<I, O>>): PhasedOperationHandler<I, O> {
-    const instance = this.get(phasedOperationName(operation));
-    if (!(instance instanceof operation)) {
-      throw new IdempotencyConfigurationError(`${operation.name} is not a provider of any module: add it to a module's providers.`);
-    }
-    return instance as PhasedOperationHandler<I, O>;
-  }
-
-  private discover(): Map<string, PhasedOperationHandler<unknown, unknown>> {
-    const byName = new Map<string, PhasedOperationHandler<unknown, unknown>>();
-    for (const wrapper of this.discovery.getProviders()) {
-      const name = wrapper.metatype && Reflect.getMetadata(PHASED_OPERATION, wrapper.metatype);
-      if (!name || !wrapper.instance) continue;
-      if (byName.has(name) && byName.get(name) !== wrapper.instance) {
-        throw new IdempotencyConfigurationError(`Two phased operations are named "${name}": names must be unique.`);
-      }
-      byName.set(name, wrapper.instance);
-    }
-    return byName;
-  }
 }

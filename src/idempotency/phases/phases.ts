@@ -13,9 +13,17 @@ export class LeaseLostError extends Error {
   }
 }
 
+/** One run of a key: a new claim after expiry starts another. */
+export interface RunId extends RecordId {
+  /** When the run's record was claimed: ISO 8601 in UTC, to the microsecond. Kept across owners. */
+  claimedAt: string;
+}
+
 /** One owner's hold on a phased claim. */
 export interface Ownership {
   id: RecordId;
+  /** The run this owner continues: its downstream keys are the run's. */
+  claimedAt: string;
   owner: string;
   leaseMs: number;
   /** Results of phases already finished, by name (from earlier owners too). */
@@ -29,7 +37,7 @@ export interface Ownership {
  * stored result and does not run again; results are JSON, so return plain
  * data. Every write is fenced by the owner token.
  */
-export class OperationPhases {
+export class Phases {
   constructor(
     private readonly ownership: Ownership,
     private readonly leases: LeaseStore,
@@ -37,7 +45,7 @@ export class OperationPhases {
     private readonly transactions: TransactionHost,
   ) {}
 
-  /** Aborted when this owner loses the lease; pass it to long calls. */
+  /** Aborted when this owner loses the lease, or the reaper stops it; pass it to long calls. */
   get signal(): AbortSignal {
     return this.ownership.signal;
   }
@@ -50,6 +58,7 @@ export class OperationPhases {
    */
   async local<T>(phase: string, work: () => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
+    this.ownership.signal.throwIfAborted(); // a stopped owner starts no new phase
     const { id, owner, leaseMs } = this.ownership;
     const runner = this.dataSource.createQueryRunner();
     try {
@@ -71,15 +80,18 @@ export class OperationPhases {
 
   /**
    * Calls an external service with a downstream idempotency key derived from
-   * the scope, operation, key and phase: a repeat of the call after a crash
-   * carries the same key, so the service deduplicates it. No transaction is
-   * open during the call: database writes made in it commit on their own.
+   * the run (scope, operation, key, claim instant) and the phase: a repeat of
+   * the call in the same run, after a crash, a failure or a takeover, carries
+   * the same key, so the service deduplicates it; a new run of the key after
+   * its record expired gets new keys. No transaction is open during the
+   * call: database writes made in it commit on their own.
    */
   async external<T>(phase: string, call: (downstreamKey: string, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
-    const { id, owner, leaseMs, signal } = this.ownership;
+    this.ownership.signal.throwIfAborted();
+    const { id, owner, leaseMs, signal, claimedAt } = this.ownership;
     if (!(await this.leases.renew(this.leases.pool, id, owner, leaseMs))) throw new LeaseLostError();
-    const resultJson = toJson(await call(downstreamKey(id, phase), signal));
+    const resultJson = toJson(await call(downstreamKey({ ...id, claimedAt }, phase), signal));
     if (!(await this.leases.savePhase(this.leases.pool, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
@@ -92,9 +104,13 @@ export class OperationPhases {
   }
 }
 
-/** SHA-256 hex of (scope, operation, key, phase): stable across owners and restarts. */
-export function downstreamKey(id: RecordId, phase: string): string {
-  return createHash('sha256').update(JSON.stringify([id.scope, id.operation, id.key, phase])).digest('hex');
+/**
+ * The downstream idempotency key of an external phase: SHA-256 hex of the
+ * JSON array [scope, operation, key, claimedAt, phase]. The same for every
+ * owner of one run; different for each run of a key.
+ */
+export function downstreamKey(run: RunId, phase: string): string {
+  return createHash('sha256').update(JSON.stringify([run.scope, run.operation, run.key, run.claimedAt, phase])).digest('hex');
 }
 
 function toJson(value: unknown): string {
