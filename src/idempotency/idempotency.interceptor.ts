@@ -38,10 +38,6 @@ const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
 
-// Where `Settled` lived before recorded-outcome.ts: phases/phased-flow.ts still
-// imports it from here; once it imports recorded-outcome.js, drop this line.
-export type { Settled } from './recorded-outcome.js';
-
 /**
  * The request flow of an `@Idempotent()` route: parse the key, replay a
  * cached outcome, or claim the key and run the handler, recording its

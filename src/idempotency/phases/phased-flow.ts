@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
 import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
-import type { Settled } from '../idempotency.interceptor.js';
+import type { Settled } from '../recorded-outcome.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import {
   IdempotencyConfigurationError,
