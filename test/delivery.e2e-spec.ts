@@ -89,6 +89,9 @@ describeWithNats('delivery through NATS JetStream', () => {
     expect(detail.shipment).toMatchObject({ orderId: order.id });
     await until('the event is marked sent', async () => (await eventOf(order.id)).status === 'sent');
     expect(await admin.messages(picked.stream)).toBe(1);
+    const health = await fetch(`${demo.url}/health`);
+    expect(health.status).toBe(200);
+    expect(((await health.json()) as { details: unknown }).details).toMatchObject({ outbox: { status: 'up', relay: 'on', pending: 0 } });
     // The consumer's record is keyed by the event's id, in the order's tenant scope.
     const event = await eventOf(order.id);
     expect(await db.query(`SELECT scope, operation, status FROM idempotency_records WHERE key = $1`, [event.id])).toEqual([

@@ -1,4 +1,5 @@
 import request from 'supertest';
+import { DataSource } from 'typeorm';
 import { AppModule } from '../src/demo/app.module.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -233,8 +234,22 @@ describe.each(HTTP_ADAPTERS)('demo orders app (%s)', (adapter) => {
       }
     });
 
-    it('reports health without credentials', async () => {
-      expect((await request(running.url).get('/health')).body).toEqual({ status: 'ok' });
+    it('reports health without credentials: the database, and the outbox relay off without delivery', async () => {
+      const health = await request(running.url).get('/health');
+      expect(health.status).toBe(200);
+      expect(health.body).toMatchObject({ status: 'ok', details: { database: { status: 'up' }, outbox: { status: 'up', relay: 'off' } } });
+    });
+
+    it('answers 503 naming the database when it is down', async () => {
+      const isolated = await startApp({ imports: [AppModule.forRoot({ databaseUrl: db.url, paymentProviderUrl: UNUSED_PROVIDER, idempotency: { reaper: false } })] }, { adapter });
+      try {
+        await isolated.app.get(DataSource).destroy();
+        const health = await request(isolated.url).get('/health');
+        expect(health.status).toBe(503);
+        expect(health.body).toMatchObject({ status: 'error', error: { database: { status: 'down' } } });
+      } finally {
+        await isolated.close();
+      }
     });
   });
 });

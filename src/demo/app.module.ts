@@ -5,7 +5,7 @@ import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
-import { HealthController } from './health/health.controller.js';
+import { HealthModule } from './health/health.module.js';
 import { JsonBodyGuard } from './http/json-body.guard.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
@@ -56,12 +56,13 @@ export class AppModule implements NestModule {
         IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
+        HealthModule,
         OrdersModule,
         ...(options.delivery?.natsUrl && options.delivery.consumer ? [FulfilmentModule] : []),
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
         ...(options.graphql ? [options.graphql] : []),
       ],
-      controllers: [HealthController, MetricsController],
+      controllers: [MetricsController],
       providers: [
         { provide: API_KEYS, useValue: parseApiKeys(options.apiKeys ?? process.env.API_KEYS ?? DEFAULT_API_KEYS) },
         { provide: TENANT_RATE_LIMIT, useValue: options.tenantRateLimit ?? Number(process.env.TENANT_RATE_LIMIT ?? 600) },
