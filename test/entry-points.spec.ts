@@ -25,7 +25,7 @@ describe('entry points load only what they need', () => {
   it('the core loads no optional integration and no test framework', () => {
     const loaded = packagesLoadedBy('src/idempotency/index.js');
     expect(loaded).toContain('@nestjs/common');
-    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nats-io/transport-node', '@nats-io/jetstream', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
+    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nestjs/schedule', '@nats-io/transport-node', '@nats-io/jetstream', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
   it('the core serves GraphQL mutations without loading a GraphQL package', () => {

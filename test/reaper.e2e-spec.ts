@@ -1,7 +1,8 @@
 import pg from 'pg';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
+import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
+import { AbandonedClaimsCompleter, IDEMPOTENCY_REAPER_INTERVAL, IdempotencyReaper } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -178,5 +179,38 @@ describe.each(HTTP_ADAPTERS)('IdempotencyReaper (%s)', (adapter) => {
     await sleep(200);
     expect(await countOf(db, 'after-close-')).toBe(5);
     await reaper.reap(new Date());
+  });
+
+  describe('in an app that imported ScheduleModule.forRoot()', () => {
+    const startScheduled = () => startApp({ imports: [...ledgerAppModules(db.url, { reaper: { intervalMs: 50 } }), ScheduleModule.forRoot()] }, { adapter });
+
+    it("lists its interval in the app's SchedulerRegistry, and deleting it there stops the passes", async () => {
+      const scheduled = await startScheduled();
+      try {
+        const registry = scheduled.app.get(SchedulerRegistry);
+        expect(registry.getIntervals()).toEqual([IDEMPOTENCY_REAPER_INTERVAL]);
+        await seed(db, 'listed-', 20, `now() - interval '1 hour'`);
+        for (let i = 0; i < 100 && (await countOf(db, 'listed-')) > 0; i++) await sleep(20);
+        expect(await countOf(db, 'listed-')).toBe(0);
+        registry.deleteInterval(IDEMPOTENCY_REAPER_INTERVAL);
+        await sleep(100); // a pass that had started finishes
+        await seed(db, 'unlisted-', 5, `now() - interval '1 hour'`);
+        await sleep(200);
+        expect(await countOf(db, 'unlisted-')).toBe(5);
+      } finally {
+        await scheduled.close();
+      }
+      await reaper.reap(new Date());
+    });
+
+    it('stops at shutdown while its interval is still listed', async () => {
+      const scheduled = await startScheduled();
+      expect(scheduled.app.get(SchedulerRegistry).getIntervals()).toContain(IDEMPOTENCY_REAPER_INTERVAL);
+      await scheduled.close();
+      await seed(db, 'scheduled-close-', 5, `now() - interval '1 hour'`);
+      await sleep(200);
+      expect(await countOf(db, 'scheduled-close-')).toBe(5);
+      await reaper.reap(new Date());
+    });
   });
 });

@@ -1,10 +1,12 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { ReaperSchedule } from './reaper-schedule.js';
 import { TransactionHost } from './transaction-host.js';
 
 export interface ReapResult {
@@ -38,7 +40,9 @@ export const REAP_BATCH = `
   SELECT count(*)::int AS deleted FROM gone`;
 
 /**
- * Deletes records past `expires_at`, on a timer cleared at shutdown.
+ * Deletes records past `expires_at`, on a timer cleared at shutdown: in the
+ * app's @nestjs/schedule `SchedulerRegistry` as `IDEMPOTENCY_REAPER_INTERVAL`
+ * where the app imported `ScheduleModule.forRoot()`, its own otherwise.
  *
  * Deletes run in batches, each its own short transaction, walking the
  * `expires_at` index; rows locked by a live claim are skipped (SKIP LOCKED),
@@ -49,7 +53,7 @@ export const REAP_BATCH = `
 @Injectable()
 export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('IdempotencyReaper');
-  private timer?: NodeJS.Timeout;
+  private readonly schedule = new ReaperSchedule();
   private pass?: Promise<void>;
   private readonly stopping = new AbortController();
   private readonly sweeps = new Set<RetentionSweep>();
@@ -60,12 +64,12 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly moduleRef: ModuleRef,
   ) {}
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     if (!this.options.reaper.enabled) return;
-    this.timer = setInterval(() => void this.runPass(), this.options.reaper.intervalMs);
-    this.timer.unref();
+    await this.schedule.start(this.moduleRef, this.options.reaper.intervalMs, () => void this.runPass());
   }
 
   /**
@@ -75,7 +79,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
    */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping.abort(new Error('the application is shutting down'));
-    clearInterval(this.timer);
+    this.schedule.stop();
     await Promise.race([this.pass, sleep(this.options.reaper.timeBudgetMs, undefined, { ref: false })]);
   }
 

@@ -19,6 +19,7 @@ export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from 
 export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
 export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
 export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './idempotency.reaper.js';
+export { IDEMPOTENCY_REAPER_INTERVAL } from './reaper-schedule.js';
 export {
   IdempotencyEvents,
   type IdempotencyEvent,
