@@ -1,11 +1,12 @@
 import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
 import { defer, type Observable } from 'rxjs';
-import { type AttemptEvent, type AttemptOutcome, hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
+import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
+import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
 import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
 import type { RecordId } from '../idempotency.store.js';
 import { OneTransactionFlow, type OneTransactionSettled, type OneTransactionTerms } from '../one-transaction.flow.js';
-import type { FlowEnding, RecordedOutcome } from '../recorded-outcome.js';
+import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';
 import { type IdempotentMessageHandler, IdempotentMessageHandlers } from './idempotent-message.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
@@ -40,9 +41,10 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
         keyHash = hashKey(id);
         ending = await this.flow.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, keyHash), next);
       } catch (error) {
-        ending = { steps: { collided: false, timeline: {} }, error };
+        ending = { steps: NO_STEPS, error };
       }
-      this.events.emit(attemptEvent(handler.operation, keyHash, ending));
+      // A delivery's event has no HTTP status for an error, and no timeline.
+      this.events.emit(attemptEvent(handler.operation, keyHash, ending, ending.error, MESSAGE_ERRORS));
       const { settled } = ending;
       if (!settled) throw ending.error;
       return settled.replayed ? (settled.outcome.body === null ? undefined : JSON.parse(settled.outcome.body)) : settled.result;
@@ -76,18 +78,13 @@ function termsOf(handler: IdempotentMessageHandler, keyHash: string): OneTransac
   };
 }
 
-/** The delivery's one attempt event: no HTTP status, no timeline. */
-function attemptEvent(operation: string, keyHash: string | undefined, { steps, settled, error }: FlowEnding): AttemptEvent {
-  const { timeline: _timeline, ...facts } = steps;
-  const attempt: AttemptEvent = { kind: 'attempt', operation, outcome: 'executed', ...(keyHash && { keyHash }), ...facts };
-  if (settled) return { ...attempt, outcome: settled.replayed ? 'replayed' : 'executed', status: 200 };
-  return { ...attempt, outcome: outcomeOfError(error), ...(error instanceof IdempotencyRecordUndecryptableException && { undecryptable: error.reason }) };
-}
-
-function outcomeOfError(error: unknown): AttemptOutcome {
-  if (error instanceof MessageKeyMissingError) return 'key_missing';
-  if (error instanceof MessageKeyReusedError) return 'key_reused';
-  if (error instanceof MessageInProgressError) return 'conflict';
-  if (error instanceof IdempotencyRecordUndecryptableException) return 'undecryptable';
-  return 'rolled_back';
-}
+/** A delivery's errors: the transport's own for its key, or the handler's. */
+const MESSAGE_ERRORS: AttemptErrors = {
+  outcomeOf(error) {
+    if (error instanceof MessageKeyMissingError) return 'key_missing';
+    if (error instanceof MessageKeyReusedError) return 'key_reused';
+    if (error instanceof MessageInProgressError) return 'conflict';
+    if (error instanceof IdempotencyRecordUndecryptableException) return 'undecryptable';
+    return 'rolled_back';
+  },
+};
