@@ -20,6 +20,8 @@ import { IdempotentMessageInterceptor } from './messaging/idempotent-message.int
 import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
+import { FastReplay } from './fast-replay.js';
+import { OneTransactionFlow } from './one-transaction.flow.js';
 import { PhasedFlow } from './phases/phased-flow.js';
 import { OperationRegistry } from './phases/operation-registry.js';
 import { OperationRunner } from './phases/operation.runner.js';
@@ -65,6 +67,8 @@ import { TransactionHost } from './transaction-host.js';
     LeaseStore,
     OperationRegistry,
     OperationRunner,
+    FastReplay,
+    OneTransactionFlow,
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,
@@ -90,6 +94,8 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentMessageHandlers,
     IdempotentMessageInterceptor,
     IdempotentMessageFilter,
+    FastReplay,
+    OneTransactionFlow,
     PhasedFlow,
     GraphqlMutationFlow,
     RESOLVED_IDEMPOTENCY_OPTIONS,

@@ -1,4 +1,6 @@
 import type { AbstractHttpAdapter } from '@nestjs/core';
+import type { AttemptTimeline } from './events/idempotency-event.types.js';
+import { IdempotencyKeyReusedException } from './idempotency.exceptions.js';
 
 /** What a first execution answered: replayed byte for byte. */
 export interface RecordedOutcome {
@@ -42,4 +44,33 @@ export interface Settled {
   expiresAt?: Date;
   /** The database's `now()` when `expiresAt` was read: the cache measures the time left on the database's clock. */
   databaseNow?: Date;
+}
+
+/**
+ * What a flow saw on its way to its ending: the facts of the attempt event
+ * that the dispatcher emits. A step that did not run is absent.
+ */
+export interface FlowSteps {
+  /** It ran into a concurrent owner's claim (then replayed, or got a conflict). */
+  collided: boolean;
+  tookOver?: 'expired' | 'lease';
+  claimMs?: number;
+  handlerMs?: number;
+  timeline: Omit<AttemptTimeline, 'start'>;
+}
+
+/** How a flow ended: settled on an outcome, or failed with the error to answer; the steps either way. */
+export type FlowEnding<S extends Settled = Settled> = { steps: FlowSteps } & ({ settled: S; error?: undefined } | { error: unknown; settled?: undefined });
+
+/** No step taken: an ending decided before any flow ran (a cached or fast replay, a bad key). */
+export const NO_STEPS: Readonly<FlowSteps> = Object.freeze({ collided: false, timeline: Object.freeze({}) });
+
+/** The record's outcome, if it was recorded for this same request; `reused` is what a different request gets. */
+export function replayable(
+  record: { fingerprint: string; outcome: RecordedOutcome | null },
+  fingerprint: string,
+  reused: () => Error = () => new IdempotencyKeyReusedException(),
+): RecordedOutcome {
+  if (record.fingerprint !== fingerprint) throw reused();
+  return record.outcome!;
 }

@@ -1,18 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { publishOnChannel } from './idempotency-channels.js';
-import type { AttemptEvent, IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';
+import type { IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';
 
 export type * from './idempotency-event.types.js';
-
-/** Records that `step` of the attempt ran from `start` (a `performance.now()` reading) until now. */
-export function timeStep(attempt: AttemptEvent, step: 'claim' | 'handler' | 'commit', start: number): void {
-  if (attempt.timeline) attempt.timeline[step] = { start, end: performance.now() };
-}
 
 /**
  * The outcomes of the module as events: metrics and logs are built on them,

@@ -4,8 +4,6 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
-import { type AttemptEvent, timeStep } from '../events/idempotency-events.js';
-import type { Settled } from '../recorded-outcome.js';
 import type { IdempotentRoute } from '../idempotent-route.js';
 import {
   IdempotencyConfigurationError,
@@ -18,7 +16,7 @@ import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
+import type { FlowEnding, FlowSteps, RecordedOutcome, Settled } from '../recorded-outcome.js';
 import { isLockTimeout } from '../database-errors.js';
 import { type LeasedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
@@ -57,24 +55,34 @@ export class PhasedFlow {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async execute(
+  async execute(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
+    const steps: FlowSteps = { collided: false, timeline: {} };
+    try {
+      return { steps, settled: await this.settleRequest(id, fingerprint, route, next, request, response, steps) };
+    } catch (error) {
+      return { steps, error };
+    }
+  }
+
+  /** Claims, runs and records; `steps` is this flow's own note of what it went through. */
+  private async settleRequest(
     id: RecordId,
     fingerprint: string,
     route: IdempotentRoute,
     next: CallHandler,
     request: Record<symbol, unknown>,
     response: unknown,
-    attempt: AttemptEvent,
+    steps: FlowSteps,
   ): Promise<Settled> {
     const owner = randomUUID();
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
-    const claimed = await this.claimOrWait(id, fingerprint, route, owner, attempt).finally(() => {
-      attempt.claimMs = performance.now() - claimStarted;
-      timeStep(attempt, 'claim', claimStarted);
+    const claimed = await this.claimOrWait(id, fingerprint, route, owner, steps).finally(() => {
+      steps.claimMs = performance.now() - claimStarted;
+      steps.timeline.claim = { start: claimStarted, end: performance.now() };
     });
     if ('outcome' in claimed) return { outcome: claimed.outcome, replayed: true, expiresAt: claimed.expiresAt, databaseNow: claimed.databaseNow };
-    if (claimed.tookOver) attempt.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
+    if (claimed.tookOver) steps.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
       if (!(await this.leases.finish(id, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
@@ -105,16 +113,14 @@ export class PhasedFlow {
     const ending = await running?.catch(() => undefined);
     // The handler's step ends where the operation's outcome is written: that write is the commit step.
     const handlerEnded = ending?.recording?.start ?? performance.now();
-    attempt.handlerMs = handlerEnded - handlerStarted;
-    if (attempt.timeline) {
-      attempt.timeline.handler = { start: handlerStarted, end: handlerEnded };
-      if (ending?.recording) attempt.timeline.commit = ending.recording;
-    }
+    steps.handlerMs = handlerEnded - handlerStarted;
+    steps.timeline.handler = { start: handlerStarted, end: handlerEnded };
+    if (ending?.recording) steps.timeline.commit = ending.recording;
     if (ending) return this.settle(ending, handled, route);
 
-    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, attempt);
+    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, steps);
     const { error } = handled;
-    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route, attempt);
+    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route, steps);
     // The key is freed, as in a rollback.
     if (!(await this.leases.discardUnstarted(id, owner).catch(() => false))) await this.leases.release(id, owner).catch(() => undefined);
     throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
@@ -156,9 +162,11 @@ export class PhasedFlow {
     return { outcome: ending.outcome, replayed: false };
   }
 
-  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, attempt: AttemptEvent): Promise<Settled> {
+  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, steps: FlowSteps): Promise<Settled> {
     const commitStarted = performance.now();
-    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => timeStep(attempt, 'commit', commitStarted));
+    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => {
+      steps.timeline.commit = { start: commitStarted, end: performance.now() };
+    });
     if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     return { outcome, replayed: false };
   }
@@ -174,7 +182,7 @@ export class PhasedFlow {
     fingerprint: string,
     route: IdempotentRoute,
     owner: string,
-    attempt: AttemptEvent,
+    steps: FlowSteps,
   ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | Extract<LeasedClaim, { claimed: true }>> {
     const deadline = Date.now() + route.wait;
     for (let poll = 0; ; poll++) {
@@ -187,7 +195,7 @@ export class PhasedFlow {
       const holder = claim.holder;
       if (holder && holder.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
       if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt, databaseNow: holder.databaseNow };
-      if (!holder || holder.leaseLive) attempt.collided = true; // it met an owner in flight
+      if (!holder || holder.leaseLive) steps.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       const pause = Math.min(MAX_POLL_MS, FIRST_POLL_MS * 1.5 ** poll) * (0.5 + Math.random());

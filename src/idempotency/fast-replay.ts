@@ -1,0 +1,39 @@
+import { Injectable } from '@nestjs/common';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
+import { hasOutcome, IdempotencyStatements, type LiveRecordRow, type RecordId, toStoredRecord } from './idempotency.store.js';
+import { OutcomeCodec } from './outcome-codec.js';
+import { replayable, type Settled } from './recorded-outcome.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
+import { TransactionHost } from './transaction-host.js';
+
+/**
+ * The fast replay: for an operation whose keys are likely replayed, one read
+ * by primary key from the pool, outside any transaction. Otherwise no
+ * look-up first: a claim costs the first execution nothing extra, and it
+ * finds a held key itself.
+ */
+@Injectable()
+export class FastReplay {
+  constructor(
+    private readonly replays: ReplayLikelihood,
+    private readonly outcomes: OutcomeCodec,
+    private readonly transactions: TransactionHost,
+    private readonly served: IdempotencyDataSource,
+  ) {}
+
+  /** The live record's outcome, if the key is likely replayed and has one. */
+  async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
+    if (!this.replays.likely(id.operation)) return undefined;
+    const { text, values } = IdempotencyStatements.findLive(id);
+    const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
+    this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
+    const record = row && toStoredRecord(row, id, this.outcomes);
+    if (!record?.outcome) return undefined;
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
+  }
+
+  /** Learns whether a claim found the operation's key held. */
+  observe(operation: string, held: boolean): void {
+    this.replays.observe(operation, held);
+  }
+}
