@@ -254,6 +254,22 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
     expect(await recordOf(key)).toBeUndefined();
   });
 
+  it('leaves a started claim whose operation this process does not register to a process that does, never marking it failed', async () => {
+    const key = newKey();
+    await db.query(
+      `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, expires_at, owner_token, lease_expires_at, resume, recovery_point)
+       VALUES ('tenant:acme', $1, $2, 'f', 'in_progress', now() + interval '1 day', gen_random_uuid(), now() - interval '1 second',
+               '{"operation": "registered-elsewhere", "input": {}}', 'charge')`,
+      [OPERATION, key],
+    );
+    const pass = await running.app.get(AbandonedClaimsCompleter).completeAbandoned();
+    expect(pass).toMatchObject({ failed: 0, completed: 0 });
+    const [record] = await db.query<{ status: string; attempts: number }>(`SELECT status, attempts FROM idempotency_records WHERE key = $1`, [key]);
+    // Its charge may have happened: a failure recorded here would tell every retry it did not.
+    expect(record).toEqual({ status: 'in_progress', attempts: 1 });
+    await db.query(`DELETE FROM idempotency_records WHERE key = $1`, [key]);
+  });
+
   it('refuses at startup a phased route that sets response headers itself', async () => {
     @Controller('located')
     class LocatedController {

@@ -21,9 +21,8 @@ export class WorkerModule {
       module: WorkerModule,
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
-        // No reaper here: its completer would take over the API's abandoned payments, whose phased
-        // operation this process does not register, and mark them failed. The API instances reap
-        // (records and settled outbox events alike).
+        // No reaper here: the API instances reap (records and settled outbox events alike) and finish
+        // the abandoned payments, whose phased operation this process does not register.
         IdempotencyModule.forRoot({ ...options.idempotency, reaper: false, allowInterceptorsAround: [CrashAfterCommit] }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => outboxOptions(options.delivery) }),
         ...(options.delivery.consumer ? [FulfilmentModule] : []),

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
@@ -32,12 +32,15 @@ export interface CompleterPass {
  * Finishes phased operations whose owner died: takes each abandoned claim
  * over (fencing the old owner), resumes its operation from the recovery
  * point with the stored input, and records the outcome. A claim whose
- * operation never started is discarded; one that runs out of attempts, or
- * whose operation is no longer registered, is marked failed. It never deletes
- * a claim whose side effects may exist.
+ * operation never started is discarded; one that runs out of attempts is
+ * marked failed. A started operation this process does not register is left
+ * alone, with a warning, for a process that does. It never deletes a claim
+ * whose side effects may exist.
  */
 @Injectable()
 export class AbandonedClaimsCompleter {
+  private readonly logger = new Logger('Idempotency');
+
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly transactions: TransactionHost,
@@ -67,21 +70,31 @@ export class AbandonedClaimsCompleter {
     if (signal?.aborted) onSignal();
     else signal?.addEventListener('abort', onSignal, { once: true });
     try {
-      const candidates: Array<RecordId & { owner_token: string | null }> = stop.signal.aborted
+      const candidates: Array<RecordId & { owner_token: string | null; resumes: string | null }> = stop.signal.aborted
         ? []
         : await this.served.dataSource.query(
-            `SELECT scope, operation, key, owner_token FROM idempotency_records
+            `SELECT scope, operation, key, owner_token, resume->>'operation' AS resumes FROM idempotency_records
               WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
             [limit],
           );
-      for (const { owner_token, ...id } of candidates) {
+      const unknown = new Set<string>();
+      for (const { owner_token, resumes, ...id } of candidates) {
         if (stop.signal.aborted) break;
+        // A started operation this process does not register is left to one that does (an API instance beside
+        // a worker, say): its effects may exist, so failing it here would tell every retry they do not.
+        if (resumes !== null && !this.operations.get(resumes)) {
+          unknown.add(resumes);
+          continue;
+        }
         const owner = randomUUID();
         const claim = await this.leases.takeOver(id, owner_token, owner, this.options.lease);
         if (!claim) continue;
         const { result, reason } = await this.resolve(id, owner, claim, stop.signal);
         pass[result]++;
         this.events.emit({ kind: 'lease_expired', operation: id.operation, keyHash: hashKey(id), result, reason });
+      }
+      if (unknown.size > 0) {
+        this.logger.warn(`Abandoned phased operations wait for a process that registers ${[...unknown].map((name) => `"${name}"`).join(', ')}: this one does not.`);
       }
     } finally {
       clearTimeout(timer);
@@ -93,17 +106,14 @@ export class AbandonedClaimsCompleter {
   /** Ends one claim this completer took over: discarded, marked failed, or its operation resumed to its ending. */
   private async resolve(id: RecordId, owner: string, claim: AbandonedClaim, stop: AbortSignal): Promise<Pick<LeaseExpiredEvent, 'result' | 'reason'>> {
     if (!claim.resume) return { result: (await this.leases.discardUnstarted(id, owner)) ? 'discarded' : 'released' };
-    const handler = this.operations.get(claim.resume.operation);
-    const giveUp = !handler
-      ? `no phased operation named "${claim.resume.operation}" is registered`
-      : claim.attempts > this.options.maxAttempts
-        ? `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`
-        : undefined;
-    if (giveUp) {
+    // Registered: the pass picks only operations this process knows, and the registry never shrinks.
+    const handler = this.operations.get(claim.resume.operation)!;
+    if (claim.attempts > this.options.maxAttempts) {
+      const giveUp = `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`;
       await this.leases.finish(id, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
       return { result: 'failed', reason: giveUp };
     }
-    const ending = await this.runner.finish(handler!, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults }, stop);
+    const ending = await this.runner.finish(handler, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults }, stop);
     if (ending.kind === 'recorded') return { result: 'completed' };
     if (ending.kind === 'lost') return { result: 'released', reason: 'another owner took the claim over' };
     return { result: 'released', reason: `resuming failed, to be retried: ${(ending.error as Error)?.message}` };
