@@ -30,6 +30,7 @@ export {
   type ReapedEvent,
   type LeaseExpiredEvent,
   type OutboxRelayedEvent,
+  type RelayBatchResult,
   type OutboxDeadLetterEvent,
   type OutboxUnavailableEvent,
   type OutboxReapedEvent,
@@ -60,7 +61,7 @@ export {
 } from './idempotency.exceptions.js';
 export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
 export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
-export { OutboxRelay, type OutboxStats, type RelayBatchResult } from './outbox/outbox.relay.js';
+export { OutboxRelay, type OutboxStats } from './outbox/outbox.relay.js';
 export { OutboxReaping } from './outbox/outbox.reaping.js';
 export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';
 export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';

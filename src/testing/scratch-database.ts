@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { idempotencyMigrations } from '../../migrations/index.js';
+import { withClient } from './pg-client.js';
 
 /** A database of its own on a shared server: for one test suite, or one run of a harness. */
 export interface ScratchDatabase {
@@ -47,20 +47,6 @@ export async function createScratchDatabase(serverUrl: string, options: ScratchD
     throw error;
   }
   return database;
-}
-
-/**
- * Runs `work` on a connection of its own, closed afterwards. Not exported, so
- * that the kit's declarations do not import `pg`, whose types apps rarely install.
- */
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }
 
 async function runMigrations(url: string, migrations: NonNullable<DataSourceOptions['migrations']>): Promise<void> {

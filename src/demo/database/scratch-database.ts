@@ -1,7 +1,7 @@
-import pg from 'pg';
 import { createScratchDatabase as createDatabase, type ScratchDatabase } from '../../testing/scratch-database.js';
 
 export type { ScratchDatabase } from '../../testing/scratch-database.js';
+export { withClient } from '../../testing/pg-client.js';
 
 /**
  * Creates an empty `<prefix>_<random>` on the server of `serverUrl` (whose user
@@ -10,15 +10,4 @@ export type { ScratchDatabase } from '../../testing/scratch-database.js';
  */
 export function createScratchDatabase(serverUrl: string, prefix: string): Promise<ScratchDatabase> {
   return createDatabase(serverUrl, { prefix, migrate: false });
-}
-
-/** Runs `work` on a connection of its own, closed afterwards. */
-export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }

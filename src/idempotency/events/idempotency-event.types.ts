@@ -84,18 +84,22 @@ export interface LeaseExpiredEvent {
   reason?: string;
 }
 
-/** A relay batch that claimed outbox events. */
-export interface OutboxRelayedEvent {
-  kind: 'outbox_relayed';
+/** What one relay batch did. */
+export interface RelayBatchResult {
   claimed: number;
   published: number;
   /** Failed publishes counted as attempts (the dead letters among them included). */
   failed: number;
   dead: number;
-  /** Left for later behind an older event of their key. */
+  /** Claimed but left for later: an older event of the same key was not in this batch. */
   blocked: number;
-  /** The broker was unreachable: the batch stopped, no attempt counted. */
+  /** The publisher reported the broker unreachable; the batch stopped without counting attempts. */
   unavailable: boolean;
+}
+
+/** A relay batch that claimed outbox events. */
+export interface OutboxRelayedEvent extends RelayBatchResult {
+  kind: 'outbox_relayed';
   elapsedMs: number;
 }
 

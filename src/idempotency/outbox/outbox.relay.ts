@@ -2,24 +2,13 @@ import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnAppl
 import type { QueryRunner } from 'typeorm';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
+import type { RelayBatchResult } from '../events/idempotency-event.types.js';
 import type { OutboxMessage } from './outbox-publisher.js';
 import { OutboxPublisherUnavailableError } from './outbox-publisher.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { type OutboxRow, type OutboxStatement, OutboxStatements } from './outbox.store.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
 import { OutboxWakeup } from './outbox-wakeup.js';
-
-/** What one batch did. */
-export interface RelayBatchResult {
-  claimed: number;
-  published: number;
-  failed: number;
-  dead: number;
-  /** Claimed but left for later: an older event of the same key was not in this batch. */
-  blocked: number;
-  /** The publisher reported the broker unreachable; the batch stopped without counting attempts. */
-  unavailable: boolean;
-}
 
 /** Pending events and the age of the oldest, for the lag gauges. */
 export interface OutboxStats {
