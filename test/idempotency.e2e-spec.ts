@@ -3,7 +3,7 @@ import { Test } from '@nestjs/testing';
 import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
-import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -11,7 +11,7 @@ type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) => {
+describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [adapter, claim] as const)))('IdempotencyModule request flow (%s, claim %s)', (adapter, claim) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -32,7 +32,7 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url) }, { adapter });
+    running = await startApp({ imports: ledgerAppModules(db.url, { claim }) }, { adapter });
     ledger = running.app.get(Ledger);
   });
   afterEach(() => {
@@ -123,23 +123,34 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
   });
 
   describe('concurrent duplicates', () => {
-    it('wait for the owner and replay its outcome', async () => {
+    /** The fresh answer and the replay among two concurrent answers, whichever request each came from. */
+    const freshAndReplay = (answers: request.Response[]) => ({
+      fresh: answers.filter((answer) => answer.headers['idempotent-replayed'] === undefined),
+      replays: answers.filter((answer) => answer.headers['idempotent-replayed'] === 'true'),
+    });
+
+    it('run once, and the other replays the same bytes', async () => {
       const key = newKey();
       ledger.script.push({ delayMs: 300 });
       const owner = inFlight(post('/entries', key, { label: 'awaited' }));
       await sleep(50);
       const duplicate = await post('/entries', key, { label: 'awaited' });
-      const first = await owner;
-      expect(first.status).toBe(201);
-      expect(duplicate.status).toBe(201);
-      expect(duplicate.headers['idempotent-replayed']).toBe('true');
-      expect(duplicate.text).toBe(first.text);
+      const answers = [await owner, duplicate];
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+      const { fresh, replays } = freshAndReplay(answers);
+      expect(fresh).toHaveLength(1);
+      expect(replays).toHaveLength(1);
+      expect(replays[0].text).toBe(fresh[0].text);
+      // Claimed first, the duplicate waits on the owner; claimed at commit, it runs alongside and commits first.
+      expect(fresh[0]).toBe(claim === 'first' ? answers[0] : answers[1]);
       expect(await entriesLabelled('awaited')).toBe(1);
     });
 
     it('get 409 with Retry-After once the route’s wait runs out', async () => {
       const key = newKey();
-      ledger.script.push({ delayMs: 800 });
+      // Claimed first, the owner holds the key while its handler runs; at commit, only while its COMMIT does.
+      if (claim === 'first') ledger.script.push({ delayMs: 800 });
+      else ledger.script.push({ commitDelayMs: 800 });
       const owner = inFlight(post('/entries/a1/transfers', key, { label: 'slow' }));
       await sleep(100);
       const duplicate = await post('/entries/a1/transfers', key, { label: 'slow' });
@@ -159,9 +170,16 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule request flow (%s)', (adapter) =>
       const owner = inFlight(post('/entries', key, { label: 'second-chance' }));
       await sleep(50);
       const duplicate = await post('/entries', key, { label: 'second-chance' });
-      expect((await owner).status).toBe(500);
       expect(duplicate.status).toBe(201);
       expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
+      const failed = await owner;
+      if (claim === 'first') expect(failed.status).toBe(500);
+      else {
+        // At commit, the duplicate committed before the owner failed: the owner's failure is answered as that replay.
+        expect(failed.status).toBe(201);
+        expect(failed.headers['idempotent-replayed']).toBe('true');
+        expect(failed.text).toBe(duplicate.text);
+      }
       expect(await entriesLabelled('second-chance')).toBe(1);
     });
   });

@@ -58,12 +58,12 @@ export class ClaimTransaction {
     private readonly options: ClaimTransactionOptions,
   ) {}
 
-  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together. */
+  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together; `first` is the first one's result. */
   static async begin<Row>(
     runner: QueryRunner,
     options: ClaimTransactionOptions,
     ...statements: Array<PreparedStatement | string>
-  ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> }> {
+  ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> | undefined }> {
     const connection = (await runner.connect()) as PgConnection;
     const transaction = new ClaimTransaction(runner, connection, options);
     transaction.setOpen(true);
@@ -73,7 +73,7 @@ export class ClaimTransaction {
       await transaction.rollback();
       throw failure.reason;
     }
-    return { transaction, first: (settled[1] as PromiseFulfilledResult<StatementResult<Row>>).value };
+    return { transaction, first: (settled[1] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value };
   }
 
   query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>> {
@@ -88,6 +88,12 @@ export class ClaimTransaction {
     const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
     if (written.status === 'rejected') throw written.reason;
     if (committed.status === 'rejected') throw committed.reason;
+  }
+
+  /** Commits; throws, with nothing committed, when the transaction had failed. */
+  async commit(): Promise<void> {
+    this.setOpen(false);
+    await this.connection.query('COMMIT');
   }
 
   /** Rolls back if still open; a broken connection is left for the pool to discard. */

@@ -10,6 +10,12 @@ interface OperationScope {
   readonly id: RecordId;
   /** Set inside a local phase: each phase is a transaction of its own. */
   readonly phase: string;
+  /**
+   * Whether the record is inserted only at commit (`claim: 'at-commit'`): the
+   * transaction cannot read it yet, and its claim time will be the
+   * transaction's `now()`.
+   */
+  readonly recordAtCommit: boolean;
   /** Events added so far in this transaction; a new attempt starts at 0 again. */
   events: number;
 }
@@ -19,8 +25,8 @@ const storage = new AsyncLocalStorage<OperationScope>();
 /** Where the flows say which operation their transaction runs, and where the outbox reads it. */
 export const CurrentOperation = {
   /** Runs `work` as (a phase of) the operation `id`, with a fresh event count. */
-  run<T>(id: RecordId, work: () => T, phase = ''): T {
-    return storage.run({ id, phase, events: 0 }, work);
+  run<T>(id: RecordId, work: () => T, { phase = '', recordAtCommit = false }: { phase?: string; recordAtCommit?: boolean } = {}): T {
+    return storage.run({ id, phase, recordAtCommit, events: 0 }, work);
   },
 
   get(): OperationScope | undefined {

@@ -31,9 +31,4 @@ export class FastReplay {
     if (!record?.outcome) return undefined;
     return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
   }
-
-  /** Learns whether a claim found the operation's key held. */
-  observe(operation: string, held: boolean): void {
-    this.replays.observe(operation, held);
-  }
 }

@@ -105,10 +105,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return {
       retention: route.retention,
       wait: route.wait,
+      claim: route.claim,
       capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, this.adapterHost.httpAdapter, response)),
       ...(route.recordsErrors && { storesError: (error: unknown) => route.storesError(error) }),
       inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
-      observeHeld: (held) => this.fast.observe(route.operation, held),
     };
   }
 

@@ -38,6 +38,11 @@ export interface IdempotencyModuleOptions {
    */
   wait?: number;
   /**
+   * When a one-transaction route claims its key: see `ClaimMode`. Default
+   * `'adaptive'`.
+   */
+  claim?: ClaimMode;
+  /**
    * How long, in ms, the owner of a phased operation holds its claim without
    * renewing it (it renews while alive). Once it lapses, a retry or the
    * reaper takes the claim over and resumes. Default 30 s.
@@ -151,6 +156,8 @@ export interface IdempotentOptions {
   version?: string;
   /** How long, in ms, a duplicate waits for the in-flight request. */
   wait?: number;
+  /** When this route claims its key (`ClaimMode`); the module's `claim` by default. Phased routes always claim first. */
+  claim?: ClaimMode;
   /**
    * 4xx statuses of deterministic failures to record and replay, such as 402.
    * Any other error rolls back and releases the key. Default none. A
@@ -178,6 +185,25 @@ export interface IdempotentOptions {
   /** The lease of this route's phased operations, in ms. */
   lease?: number;
 }
+
+/**
+ * When a one-transaction route claims its key.
+ *
+ * - `'first'`: the claim is the transaction's first statement. A concurrent
+ *   duplicate waits on it and replays, so the handler runs once per key. The
+ *   right mode when duplicates are common or the handler is expensive.
+ * - `'at-commit'`: the handler runs with no claim in front of it, and one
+ *   statement inserts the completed record right before COMMIT: one
+ *   statement less on a first execution. A duplicate that runs meanwhile
+ *   runs the handler too, then finds the key held at its own commit: all it
+ *   wrote rolls back and it replays the winner's outcome. Only the database
+ *   writes of a handler are protected this way, as they are in either mode
+ *   against a crash: put external effects in phases.
+ * - `'adaptive'`: at commit while an operation's keys are rarely found held,
+ *   first while they often are (retries through other instances, bursts of
+ *   duplicates): the same signal that turns on the read-first replay.
+ */
+export type ClaimMode = 'first' | 'at-commit' | 'adaptive';
 
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
@@ -218,6 +244,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
+    claim: options.claim ?? 'adaptive',
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,

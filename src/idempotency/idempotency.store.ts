@@ -89,30 +89,22 @@ export const IdempotencyStatements = {
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
     return {
       name: 'idempotency.claim',
-      // `wait` reads the connection's lock_timeout before setting the claim's (left to right); the final
-      // projection restores it, and runs only once `found`, and so the claim's wait, is over.
-      text: `WITH wait AS MATERIALIZED (
-               SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
-             claim AS (
-               INSERT INTO idempotency_records AS r (scope, operation, key, fingerprint, status, created_at, expires_at)
-               SELECT $1, $2, $3, $4, 'in_progress', now(), now() + $5 * interval '1 millisecond' FROM wait
-               ON CONFLICT (scope, operation, key) DO UPDATE
-                 SET fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL,
-                     response_headers = NULL, response_body = NULL, created_at = EXCLUDED.created_at,
-                     completed_at = NULL, expires_at = EXCLUDED.expires_at
-                 WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
-               RETURNING (xmax <> 0) AS took_over, expires_at),
-             found AS (
-               SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
-                      NULL::jsonb AS response_headers, NULL AS response_body
-                 FROM claim
-               UNION ALL
-               SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-                 FROM idempotency_records
-                WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
-             SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
-               FROM (SELECT) AS one LEFT JOIN found ON true`,
+      text: takeKeyText({ status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' }),
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
+    };
+  },
+
+  /**
+   * The claim at commit: the same statement as `claim`, inserting the
+   * completed record with its outcome instead of an in-progress one. It runs
+   * last in the transaction, right before COMMIT, and finds the key held
+   * exactly as the claim would.
+   */
+  recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
+    return {
+      name: 'idempotency.record-at-commit',
+      text: takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()' }),
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
     };
   },
 
@@ -145,6 +137,47 @@ export const IdempotencyStatements = {
     };
   },
 };
+
+/** What the key-taking statements insert: an in-progress claim, or a completed record with its outcome. */
+interface TakenKey {
+  status: string;
+  /** response_status, response_headers, response_body. */
+  outcome: [string, string, string];
+  completedAt: string;
+}
+
+/**
+ * The text of `claim` and `recordAtCommit`: $1–$3 the id, $4 the
+ * fingerprint, $5 the retention in ms, $6 the lock wait.
+ *
+ * `wait` reads the connection's lock_timeout before setting the statement's
+ * (left to right); the final projection restores it, and runs only once
+ * `found`, and so the wait, is over.
+ */
+function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt }: TakenKey): string {
+  return `WITH wait AS MATERIALIZED (
+            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
+          claim AS (
+            INSERT INTO idempotency_records AS r
+                   (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+            SELECT $1, $2, $3, $4, ${status}, ${responseStatus}, ${responseHeaders}, ${responseBody}, now(), ${completedAt}, now() + $5 * interval '1 millisecond' FROM wait
+            ON CONFLICT (scope, operation, key) DO UPDATE
+              SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response_status = EXCLUDED.response_status,
+                  response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, created_at = EXCLUDED.created_at,
+                  completed_at = EXCLUDED.completed_at, expires_at = EXCLUDED.expires_at
+              WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
+            RETURNING (xmax <> 0) AS took_over, expires_at),
+          found AS (
+            SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
+                   NULL::jsonb AS response_headers, NULL AS response_body
+              FROM claim
+            UNION ALL
+            SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
+              FROM idempotency_records
+             WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
+          SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
+            FROM (SELECT) AS one LEFT JOIN found ON true`;
+}
 
 /**
  * The record of `id` as the flows use it. Its outcome goes through `outcomes`

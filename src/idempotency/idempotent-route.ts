@@ -1,7 +1,7 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
-import { type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql/graphql-call.js';
@@ -15,6 +15,7 @@ export interface IdempotentRoute {
   required: boolean;
   retention: number;
   wait: number;
+  claim: ClaimMode;
   retryAfterSeconds: number;
   /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
   successStatus: number;
@@ -101,6 +102,9 @@ export class IdempotentRoutes {
     const wait = options.wait ?? this.options.wait;
     if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
+    if (options.phases && options.claim === 'at-commit') {
+      throw new IdempotencyConfigurationError(`${where}: a phased route commits its claim first, under a lease; claim: 'at-commit' is for one-transaction routes.`);
+    }
     const operation = options.operation ?? mutationOperationOf(handler) ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
     const tenantOf = this.options.tenant;
     const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
@@ -111,6 +115,7 @@ export class IdempotentRoutes {
       required: options.required ?? true,
       retention,
       wait,
+      claim: options.claim ?? this.options.claim,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
       storeErrors: new Set(options.storeErrors ?? []),

@@ -3,6 +3,7 @@ export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 export { InjectIdempotencyOptions } from './idempotency.tokens.js';
 export type {
+  ClaimMode,
   EncryptionOptions,
   IdempotencyModuleOptions,
   IdempotentOptions,

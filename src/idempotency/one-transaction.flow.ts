@@ -1,18 +1,19 @@
 import { type CallHandler, type HttpException, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { lastValueFrom } from 'rxjs';
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from './current-operation.js';
 import { isLockTimeout } from './database-errors.js';
 import { hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
-import type { ResolvedModuleOptions } from './idempotency.options.js';
+import type { ClaimMode, ResolvedModuleOptions } from './idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type RecordId, type RecordRow, toStoredRecord } from './idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { captureError } from './outcome-capture.js';
 import { OutcomeCodec } from './outcome-codec.js';
 import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from './recorded-outcome.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
 import { TransactionHost } from './transaction-host.js';
 
 const SAVEPOINT_NAME = 'idempotency_claim';
@@ -22,29 +23,35 @@ const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 export interface OneTransactionTerms {
   retention: number;
   wait: number;
+  /** When the key is claimed; the module's `claim` when absent. */
+  claim?: ClaimMode;
   /** The outcome to record for the handler's result. */
   capture(result: unknown): RecordedOutcome;
   /**
    * A failure to record as the outcome, its writes undone back to a
-   * savepoint taken after the claim. Absent, every failure rolls back.
+   * savepoint taken before the handler ran. Absent, every failure rolls back.
    */
   storesError?(error: unknown): error is HttpException;
   /** The error for a key still held by an owner in flight. */
   inProgress(): Error;
   /** The error for a key recorded for a different request; the module's 422 by default. */
   reused?(): Error;
-  /** Told whether the claim found the key held. */
-  observeHeld?(held: boolean): void;
 }
 
 /** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
 export type OneTransactionSettled = Settled & { result?: unknown };
 
 /**
- * The one-transaction flow: claim the key, run the handler with the claim's
- * transaction as the current one, record the outcome and commit, before a
- * byte is sent. A claim that finds the key held replays the record instead.
- * It returns what it settled on, or the error to answer, with its steps.
+ * The one-transaction flow: the claim of the key, the handler's writes and
+ * the outcome commit together, before a byte is sent. It returns what it
+ * settled on, or the error to answer, with its steps.
+ *
+ * Claimed first (`claimFirst`), the claim opens the transaction: a
+ * duplicate waits on it, then replays. Claimed at commit (`claimAtCommit`),
+ * the handler runs first and one statement records the outcome right
+ * before COMMIT: a duplicate that ran meanwhile finds the key held there,
+ * rolls everything back, and replays. Either way, a statement that finds
+ * the key held by a live record replays that record (or answers 422).
  */
 @Injectable()
 export class OneTransactionFlow {
@@ -53,58 +60,135 @@ export class OneTransactionFlow {
     private readonly served: IdempotencyDataSource,
     private readonly outcomes: OutcomeCodec,
     private readonly events: IdempotencyEvents,
+    private readonly replays: ReplayLikelihood,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     const steps: FlowSteps = { collided: false, timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
+    try {
+      return this.claimsAtCommit(id.operation, terms)
+        ? await this.claimAtCommit(runner, steps, id, fingerprint, terms, next)
+        : await this.claimFirst(runner, steps, id, fingerprint, terms, next);
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /** Adaptive: at commit while the operation's keys are rarely found held (the same signal as the read-first replay). */
+  private claimsAtCommit(operation: string, terms: OneTransactionTerms): boolean {
+    const mode = terms.claim ?? this.options.claim;
+    return mode === 'at-commit' || (mode === 'adaptive' && !this.replays.likely(operation));
+  }
+
+  private async claimFirst(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     let transaction: ClaimTransaction | undefined;
     try {
       const claimStarted = performance.now();
       const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
       // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...(terms.storesError ? [SAVEPOINT] : []))
-        .catch((error: unknown) => {
-          if (!isLockTimeout(error)) throw error;
-          steps.collided = true;
-          throw terms.inProgress();
-        })
-        .finally(() => {
-          steps.claimMs = performance.now() - claimStarted;
-          steps.timeline.claim = { start: claimStarted, end: performance.now() };
-        });
+      const begun = await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...this.savepoint(terms))));
       transaction = begun.transaction;
-      const [row] = begun.first.rows;
-      terms.observeHeld?.(!row.claimed);
-      if (!row.claimed) {
-        if (row.fingerprint == null) steps.collided = true;
-        return { steps, settled: await this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms) };
-      }
-      if (row.took_over) steps.tookOver = 'expired';
-      const handlerStarted = performance.now();
-      const claimed = transaction;
-      const handled = await CurrentOperation.run(id, () => this.runHandler(claimed, runner.manager, terms, next)).finally(() => {
-        steps.timeline.handler = { start: handlerStarted, end: performance.now() };
-      });
-      steps.handlerMs = performance.now() - handlerStarted;
+      const row = begun.first!.rows[0];
+      const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
+      if (held) return { steps, settled: held };
+      const handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, false);
       const commitStarted = performance.now();
-      await transaction
-        .commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))
-        .catch((error: Error) => {
-          this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: error.message });
-          throw error;
-        })
-        .finally(() => {
-          steps.timeline.commit = { start: commitStarted, end: performance.now() };
-        });
+      await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))).finally(() => {
+        steps.timeline.commit = { start: commitStarted, end: performance.now() };
+      });
       return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
     } catch (error) {
       await transaction?.rollback();
       return { steps, error };
-    } finally {
-      await runner.release();
     }
+  }
+
+  private async claimAtCommit(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
+    let transaction: ClaimTransaction | undefined;
+    try {
+      transaction = (await ClaimTransaction.begin(runner, this.options, ...this.savepoint(terms))).transaction;
+      let handled: Handled;
+      try {
+        handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, true);
+      } catch (error) {
+        await transaction.rollback();
+        return { steps, ...(await this.afterFailure(runner, steps, id, fingerprint, terms, error)) };
+      }
+      const claimStarted = performance.now();
+      const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
+      const open = transaction;
+      const [row] = (await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, open.query<ClaimRow>(record)))).rows;
+      const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
+      if (held) return { steps, settled: held };
+      const commitStarted = performance.now();
+      await this.reportCommitFailure(id, transaction.commit()).finally(() => {
+        steps.timeline.commit = { start: commitStarted, end: performance.now() };
+      });
+      return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
+    } catch (error) {
+      await transaction?.rollback();
+      return { steps, error };
+    }
+  }
+
+  /**
+   * A handler that failed with no claim in front of it may have lost to a
+   * duplicate: on the winner's rows (a unique violation, a deadlock, a lock
+   * wait that timed out) or just alongside it. The claim, in a transaction
+   * of its own and rolled back, waits for an owner in flight like a claim
+   * first would: a key held by a live record replays it, whatever this
+   * request's own failure was; a free key answers that failure.
+   */
+  private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+    const probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait)));
+    try {
+      const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.first!.rows[0], terms, steps);
+      return held ? { settled: held } : { error: failure };
+    } finally {
+      await probe.transaction.rollback();
+    }
+  }
+
+  /** What a key-taking statement found: undefined when it took the key, else the holder's outcome to replay. */
+  private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
+    this.replays.observe(id.operation, !row.claimed);
+    if (row.claimed) {
+      if (row.took_over) steps.tookOver = 'expired';
+      return undefined;
+    }
+    if (row.fingerprint == null) steps.collided = true;
+    return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
+  }
+
+  /** A lock wait on the key that outlasted `wait` means an owner is still in flight. */
+  private inProgressOnLockTimeout<T>(steps: FlowSteps, terms: OneTransactionTerms, statement: Promise<T>): Promise<T> {
+    return statement.catch((error: unknown) => {
+      if (!isLockTimeout(error)) throw error;
+      steps.collided = true;
+      throw terms.inProgress();
+    });
+  }
+
+  private timed<T>(steps: FlowSteps, started: number, statement: Promise<T>): Promise<T> {
+    return statement.finally(() => {
+      const ended = performance.now();
+      steps.claimMs = ended - started;
+      steps.timeline.claim = { start: started, end: ended };
+    });
+  }
+
+  private reportCommitFailure(id: RecordId, commit: Promise<void>): Promise<void> {
+    return commit.catch((error: Error) => {
+      this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: error.message });
+      throw error;
+    });
+  }
+
+  /** The savepoint a stored failure rolls back to: sent with the claim, or with BEGIN when the claim comes at commit. */
+  private savepoint(terms: OneTransactionTerms): string[] {
+    return terms.storesError ? [SAVEPOINT] : [];
   }
 
   /**
@@ -126,17 +210,35 @@ export class OneTransactionFlow {
   /**
    * Runs the handler with the claim's transaction as the current one. A
    * failure the terms store undoes the handler's writes only (back to the
-   * savepoint after the claim) and becomes the recorded outcome.
+   * savepoint) and becomes the recorded outcome.
    */
-  private async runHandler(transaction: ClaimTransaction, manager: EntityManager, terms: OneTransactionTerms, next: CallHandler): Promise<{ outcome: RecordedOutcome; result?: unknown }> {
+  private async runHandler(
+    transaction: ClaimTransaction,
+    manager: EntityManager,
+    id: RecordId,
+    terms: OneTransactionTerms,
+    next: CallHandler,
+    steps: FlowSteps,
+    recordAtCommit: boolean,
+  ): Promise<Handled> {
+    const started = performance.now();
     try {
       // next.handle() binds the async context, so it is called inside run().
-      const result = await this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+      const result = await CurrentOperation.run(id, () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined })), { recordAtCommit });
       return { outcome: terms.capture(result), result };
     } catch (error) {
       if (!terms.storesError?.(error)) throw error;
       await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
       return { outcome: captureError(error) };
+    } finally {
+      steps.handlerMs = performance.now() - started;
+      steps.timeline.handler = { start: started, end: performance.now() };
     }
   }
+}
+
+/** What the handler left to record: its outcome, and its own value when it succeeded. */
+interface Handled {
+  outcome: RecordedOutcome;
+  result?: unknown;
 }

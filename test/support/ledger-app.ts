@@ -31,8 +31,12 @@ import {
  */
 @Injectable()
 export class Ledger {
-  /** Scripted behaviour of the next calls: a delay, and a failure to throw after writing. */
-  readonly script: Array<{ delayMs?: number; fail?: HttpException | Error }> = [];
+  /**
+   * Scripted behaviour of the next calls: a delay, a failure to throw after
+   * writing, and a delay of the transaction's COMMIT (a deferred trigger
+   * sleeps in it, with every row the transaction wrote still locked).
+   */
+  readonly script: Array<{ delayMs?: number; fail?: HttpException | Error; commitDelayMs?: number }> = [];
   calls = 0;
 
   constructor(private readonly tx: TransactionHost) {}
@@ -41,6 +45,7 @@ export class Ledger {
     this.calls++;
     const step = this.script.shift() ?? {};
     const [{ id }] = await this.tx.manager.query(`INSERT INTO ledger_entries (label) VALUES ($1) RETURNING id`, [label]);
+    if (step.commitDelayMs) await this.tx.manager.query(`INSERT INTO ledger_slow_commits (ms) VALUES ($1)`, [step.commitDelayMs]);
     if (step.delayMs) await new Promise((resolve) => setTimeout(resolve, step.delayMs));
     if (step.fail) throw step.fail;
     return { entry: Number(id), label };
@@ -272,4 +277,13 @@ export function ledgerAppModules(databaseUrl: string, options: IdempotencyModule
 export const LEDGER_SCHEMA = `
   CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL);
   CREATE TABLE IF NOT EXISTS ledger_locks (id int PRIMARY KEY);
-  INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING`;
+  INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING;
+  CREATE TABLE IF NOT EXISTS ledger_slow_commits (ms int NOT NULL);
+  CREATE OR REPLACE FUNCTION ledger_sleep_at_commit() RETURNS trigger LANGUAGE plpgsql AS
+    'BEGIN PERFORM pg_sleep(NEW.ms / 1000.0); RETURN NULL; END';
+  DO 'BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = ''ledger_slow_commit'') THEN
+      CREATE CONSTRAINT TRIGGER ledger_slow_commit AFTER INSERT ON ledger_slow_commits
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_sleep_at_commit();
+    END IF;
+  END'`;

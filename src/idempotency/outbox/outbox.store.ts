@@ -63,14 +63,19 @@ export const OutboxStatements = {
   /**
    * Adds an event of the operation `id`: its identity comes from the record,
    * which the operation's own transaction can always see. No row comes back
-   * when it cannot (a transaction other than the operation's).
+   * when it cannot (a transaction other than the operation's). A record
+   * inserted only at commit (`recordAtCommit`) is not there yet: its claim
+   * time will be this transaction's `now()`, which the identity takes instead.
    */
-  insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean): OutboxStatement {
+  insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): OutboxStatement {
+    const record = recordAtCommit
+      ? `(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r`
+      : `idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7`;
     return {
       text: `WITH ${orderingLock('$11')},
              source AS (
                SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h
-                 FROM idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7)
+                 FROM ${record})
              INSERT INTO idempotency_outbox (${COLUMNS})
              SELECT ${DERIVED_ID}, $1, $2::jsonb, $3::jsonb, $4, $10 FROM source, ordering
              RETURNING id`,

@@ -69,7 +69,7 @@ export class Outbox {
       sourceKeyHash: operation ? hashKey(operation.id) : null,
     };
     const statement = operation
-      ? OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify)
+      ? OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit)
       : OutboxStatements.insert(insert, this.options.notify);
     const rows: Array<{ id: string }> = await this.transactions.manager.query(statement.text, statement.values);
     if (rows.length === 0) {

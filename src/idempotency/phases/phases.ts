@@ -66,7 +66,7 @@ export class Phases {
       await runner.startTransaction('READ COMMITTED');
       // Fencing first: it locks the record, so no takeover can slip in before this phase commits.
       if (!(await this.leases.renew(runner, id, owner, leaseMs))) throw new LeaseLostError();
-      const resultJson = toJson(await CurrentOperation.run(id, () => this.transactions.run(runner.manager, work), phase));
+      const resultJson = toJson(await CurrentOperation.run(id, () => this.transactions.run(runner.manager, work), { phase }));
       await this.leases.savePhase(runner, id, owner, phase, resultJson, leaseMs);
       await runner.commitTransaction();
       return this.remember(phase, resultJson);
