@@ -65,10 +65,11 @@ export class OneTransactionFlow {
   ) {}
 
   async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    const steps: FlowSteps = { collided: false, timeline: {} };
+    const atCommit = this.claimsAtCommit(id.operation, terms);
+    const steps: FlowSteps = { collided: false, claimed: atCommit ? 'at-commit' : 'first', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
     try {
-      return this.claimsAtCommit(id.operation, terms)
+      return atCommit
         ? await this.claimAtCommit(runner, steps, id, fingerprint, terms, next)
         : await this.claimFirst(runner, steps, id, fingerprint, terms, next);
     } finally {

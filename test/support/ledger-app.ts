@@ -34,9 +34,10 @@ export class Ledger {
   /**
    * Scripted behaviour of the next calls: a delay, a failure to throw after
    * writing, and a delay of the transaction's COMMIT (a deferred trigger
-   * sleeps in it, with every row the transaction wrote still locked).
+   * sleeps in it, with every row the transaction wrote still locked), which
+   * may then fail.
    */
-  readonly script: Array<{ delayMs?: number; fail?: HttpException | Error; commitDelayMs?: number }> = [];
+  readonly script: Array<{ delayMs?: number; fail?: HttpException | Error; commitDelayMs?: number; failAtCommit?: boolean }> = [];
   calls = 0;
 
   constructor(private readonly tx: TransactionHost) {}
@@ -45,10 +46,18 @@ export class Ledger {
     this.calls++;
     const step = this.script.shift() ?? {};
     const [{ id }] = await this.tx.manager.query(`INSERT INTO ledger_entries (label) VALUES ($1) RETURNING id`, [label]);
-    if (step.commitDelayMs) await this.tx.manager.query(`INSERT INTO ledger_slow_commits (ms) VALUES ($1)`, [step.commitDelayMs]);
+    if (step.commitDelayMs !== undefined || step.failAtCommit) {
+      await this.tx.manager.query(`INSERT INTO ledger_slow_commits (ms, fail) VALUES ($1, $2)`, [step.commitDelayMs ?? 0, step.failAtCommit ?? false]);
+    }
     if (step.delayMs) await new Promise((resolve) => setTimeout(resolve, step.delayMs));
     if (step.fail) throw step.fail;
     return { entry: Number(id), label };
+  }
+
+  /** Claims the label in `ledger_labels` (unique) first, then writes the entry. */
+  async writeUnique(label: string): Promise<{ entry: number; label: string }> {
+    await this.tx.manager.query(`INSERT INTO ledger_labels (label) VALUES ($1)`, [label]);
+    return this.write(label);
   }
 
   /** The module's named prepared statements on the connection of the current transaction. */
@@ -179,6 +188,12 @@ export class EntriesController {
     return this.ledger.write(body.label);
   }
 
+  @Post('unique')
+  @Idempotent()
+  unique(@Body() body: EntryBody) {
+    return this.ledger.writeUnique(body.label);
+  }
+
   @Post('prepared')
   @Idempotent()
   async prepared(@Body() body: EntryBody) {
@@ -278,9 +293,14 @@ export const LEDGER_SCHEMA = `
   CREATE TABLE IF NOT EXISTS ledger_entries (id bigserial PRIMARY KEY, label text NOT NULL);
   CREATE TABLE IF NOT EXISTS ledger_locks (id int PRIMARY KEY);
   INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING;
-  CREATE TABLE IF NOT EXISTS ledger_slow_commits (ms int NOT NULL);
+  CREATE TABLE IF NOT EXISTS ledger_labels (label text PRIMARY KEY);
+  CREATE TABLE IF NOT EXISTS ledger_slow_commits (ms int NOT NULL, fail boolean NOT NULL);
   CREATE OR REPLACE FUNCTION ledger_sleep_at_commit() RETURNS trigger LANGUAGE plpgsql AS
-    'BEGIN PERFORM pg_sleep(NEW.ms / 1000.0); RETURN NULL; END';
+    'BEGIN
+       PERFORM pg_sleep(NEW.ms / 1000.0);
+       IF NEW.fail THEN RAISE EXCEPTION ''scripted failure at commit''; END IF;
+       RETURN NULL;
+     END';
   DO 'BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = ''ledger_slow_commit'') THEN
       CREATE CONSTRAINT TRIGGER ledger_slow_commit AFTER INSERT ON ledger_slow_commits

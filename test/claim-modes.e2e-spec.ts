@@ -1,0 +1,118 @@
+import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/**
+ * The two claim modes where they differ in what they do, and agree in what a
+ * client sees: the races a claim at commit settles only at COMMIT, the cost
+ * of a retry that finds no shortcut, and the adaptive switch between them.
+ * Adapter-neutral: it runs on Express only (the contract suites run both).
+ */
+describe('claim modes', () => {
+  let db: TestDatabase;
+  let keySeq = 0;
+  const newKey = () => `modes-${++keySeq}-${Date.now()}`;
+  const apps: RunningApp[] = [];
+  const start = async (options: IdempotencyModuleOptions) => {
+    const running = await startApp({ imports: ledgerAppModules(db.url, options) });
+    apps.push(running);
+    return { url: running.url, ledger: running.app.get(Ledger) };
+  };
+  const post = (url: string, path: string, key: string, label: string) => request(url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label });
+  const count = async (sql: string, params: unknown[]) => Number((await db.query<{ n: string }>(sql, params))[0].n);
+  const entriesLabelled = (label: string) => count(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+  });
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  describe.each(CLAIM_MODES)('claimed %s', (claim) => {
+    it('answers a duplicate that fails on the winner’s unique row with the winner’s replay, never a 500', async () => {
+      const { url, ledger } = await start({ claim });
+      const key = newKey();
+      // The owner holds its uncommitted unique label while it sleeps; a duplicate at commit inserts the same label, waits, then violates it.
+      ledger.script.push({ delayMs: 300 });
+      const owner = Promise.resolve(post(url, '/entries/unique', key, `unique-${claim}`));
+      await sleep(50);
+      const duplicate = await post(url, '/entries/unique', key, `unique-${claim}`);
+      const first = await owner;
+      expect([first.status, duplicate.status]).toEqual([201, 201]);
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      expect(duplicate.headers['idempotent-replayed']).toBe('true');
+      expect(duplicate.text).toBe(first.text);
+      expect(await count(`SELECT count(*) AS n FROM ledger_labels WHERE label = $1`, [`unique-${claim}`])).toBe(1);
+    });
+
+    it('lets a waiting duplicate run and commit when the winner fails at COMMIT', async () => {
+      const { url, ledger } = await start({ claim });
+      const key = newKey();
+      // The winner holds the key through a slow COMMIT that then fails (a deferred trigger): nothing of it is kept.
+      ledger.script.push({ commitDelayMs: 500, failAtCommit: true });
+      const winner = Promise.resolve(post(url, '/entries', key, `doomed-${claim}`));
+      await sleep(100);
+      const duplicate = await post(url, '/entries', key, `doomed-${claim}`);
+      expect((await winner).status).toBe(500);
+      expect(duplicate.status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
+      expect(await entriesLabelled(`doomed-${claim}`)).toBe(1);
+      expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1 AND status = 'completed'`, [key])).toBe(1);
+    });
+  });
+
+  it('runs a sequential retry that finds no shortcut at commit, rolls it back, and replays the original bytes', async () => {
+    const events: AttemptEvent[] = [];
+    const { url, ledger } = await start({ claim: 'at-commit', replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const key = newKey();
+    const first = await post(url, '/entries', key, 'retried-at-commit');
+    const calls = ledger.calls;
+    const retry = await post(url, '/entries', key, 'retried-at-commit');
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.text).toBe(first.text);
+    // The handler ran again (no cache, no read first yet), and all it wrote rolled back.
+    expect(ledger.calls).toBe(calls + 1);
+    expect(await entriesLabelled('retried-at-commit')).toBe(1);
+    expect(events.map(({ outcome, claimed }) => ({ outcome, claimed }))).toEqual([
+      { outcome: 'executed', claimed: 'at-commit' },
+      { outcome: 'replayed', claimed: 'at-commit' },
+    ]);
+    expect((await post(url, '/entries', key, 'other-body')).status).toBe(422);
+  });
+
+  it('takes an expired record over at commit, as a first execution', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ claim: 'at-commit', replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const key = newKey();
+    const first = await post(url, '/entries', key, 'expired-at-commit');
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await post(url, '/entries', key, 'expired-at-commit');
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.text).not.toBe(first.text);
+    expect(events[1]).toMatchObject({ outcome: 'executed', tookOver: 'expired', claimed: 'at-commit' });
+    expect(await entriesLabelled('expired-at-commit')).toBe(2);
+  });
+
+  it('claims at commit while keys are rarely held, and first once retries that reach the table are common', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const fresh = await post(url, '/entries/optional', newKey(), 'adaptive');
+    expect(fresh.status).toBe(201);
+    expect(events.at(-1)?.claimed).toBe('at-commit');
+    // Retries that miss the (disabled) cache find the key held, until the operation is judged likely replayed.
+    const key = newKey();
+    await post(url, '/entries/optional', key, 'adaptive');
+    for (let i = 0; i < 5; i++) await post(url, '/entries/optional', key, 'adaptive');
+    await post(url, '/entries/optional', newKey(), 'adaptive');
+    expect(events.at(-1)).toMatchObject({ outcome: 'executed', claimed: 'first' });
+  });
+});
