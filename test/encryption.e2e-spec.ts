@@ -202,7 +202,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
   });
 
   describe('records that do not decrypt', () => {
-    it('answers 500 for a row copied to another key, runs nothing, and leaves both rows as they were', async () => {
+    it('answers 500 for a row copied to another key, keeps nothing it ran, and leaves both rows as they were', async () => {
       const original = newKey();
       const copy = newKey();
       const label = unique('copied');
@@ -214,9 +214,8 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
         [original, copy],
       );
       const before = await rowOf(copy);
-      const calls = sealing.app.get(Ledger).calls;
+      // Claimed at commit (the default while keys are rarely held), the handler runs before the record is found; its writes roll back.
       await expectUndecryptable(await post(sealing, '/entries', copy, { label }), copy, before);
-      expect(sealing.app.get(Ledger).calls).toBe(calls);
       expect(await entriesLabelled(label)).toBe(1);
       expect((await post(sealing, '/entries', original, { label })).headers['idempotent-replayed']).toBe('true');
     });
@@ -366,7 +365,8 @@ describe('encryption at rest of a GraphQL mutation (Apollo)', () => {
     await db.query(LEDGER_SCHEMA);
     running = await startApp({
       imports: [
-        ...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, encryption: { keys: [OLD] } }),
+        // Claimed first, so that a replay provably runs nothing (claimed at commit, the resolver would run and roll back).
+        ...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, encryption: { keys: [OLD] }, claim: 'first' }),
         GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, plugins: [idempotencyApolloPlugin()], includeStacktraceInErrorResponses: false }),
         VouchersModule,
       ],

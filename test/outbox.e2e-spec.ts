@@ -1,11 +1,20 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyEvents, type IdempotencyEvent, OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/index.js';
-import { startApp, type RunningApp } from './support/http-app.js';
+import { createHash } from 'node:crypto';
+import type { ClaimMode } from '../src/idempotency/index.js';
+import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
 import { outboxAppModules, RecordingPublisher } from './support/outbox-app.js';
 import type { OutboxMessage } from '../src/idempotency/index.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/** RFC 9562 version 8 over the SHA-256 of the fields, one per line: the layout the outbox documents for derived ids. */
+function derivedEventId(fields: string[]): string {
+  const h = createHash('sha256').update(fields.join('\n')).digest('hex');
+  const hex = h.slice(0, 12) + '8' + h.slice(13, 16) + '89ab'[parseInt(h[16], 16) % 4] + h.slice(17, 32);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
 
 /**
  * The outbox and its relay against a real PostgreSQL, with a publisher the
@@ -15,9 +24,13 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 describe('the outbox', () => {
   let db: TestDatabase;
   const apps: RunningApp[] = [];
-  const start = async (publisher: RecordingPublisher | undefined, relay: Record<string, unknown> = {}, notify = true) => {
+  const start = async (publisher: RecordingPublisher | undefined, relay: Record<string, unknown> = {}, notify = true, claim?: ClaimMode) => {
     const running = await startApp({
-      imports: outboxAppModules(db.url, { publisher, notify, relay: { pollIntervalMs: 100, maxAttempts: 3, backoff: { baseMs: 20, maxMs: 100 }, unavailablePauseMs: 50, ...relay } }),
+      imports: outboxAppModules(
+        db.url,
+        { publisher, notify, relay: { pollIntervalMs: 100, maxAttempts: 3, backoff: { baseMs: 20, maxMs: 100 }, unavailablePauseMs: 50, ...relay } },
+        { claim },
+      ),
     });
     apps.push(running);
     return running;
@@ -64,6 +77,18 @@ describe('the outbox', () => {
       // RFC 9562 version 8 (custom), variant 10xx.
       for (const { id } of events) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       expect(events[0].id).not.toBe(events[1].id);
+    });
+
+    it.each(CLAIM_MODES)('derives each id from the record’s scope, operation, key and claim time, the phase and the index (claimed %s)', async (claim) => {
+      const app = await start(undefined, {}, true, claim);
+      const key = `derived-${claim}`;
+      const first = await post(app, key, { label: 'd', events: [{ type: 'entry.created' }, { type: 'entry.audited' }] }).expect(201);
+      const [record] = await db.query<{ scope: string; operation: string; micros: string }>(
+        `SELECT scope, operation, (extract(epoch FROM created_at) * 1000000)::bigint AS micros FROM idempotency_records WHERE key = $1`,
+        [key],
+      );
+      const expected = [0, 1].map((index) => derivedEventId([record.scope, record.operation, key, record.micros, '', String(index)]));
+      expect(first.body.events).toEqual(expected);
     });
 
     it('writes no event when the handler fails: the event rolls back with the change', async () => {

@@ -27,7 +27,7 @@ export async function startDemoProcess(env: Record<string, string>): Promise<Dem
   let url: string | undefined;
   for (let attempt = 0; !url; attempt++) {
     if (child.exitCode !== null) throw new Error(`demo exited with ${child.exitCode}: ${output}`);
-    if (attempt > 600) throw new Error(`demo did not start: ${output}`);
+    if (attempt > 2400) throw new Error(`demo did not start within 60 s: ${output}`);
     url = /listening on (http:\/\/[\d.:]+)/.exec(output)?.[1];
     if (!url) await sleep(25);
   }
