@@ -36,7 +36,7 @@ describe.each(HTTP_ADAPTERS)('/metrics under a scripted scenario (%s)', (adapter
       FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`);
     running = await startApp({
       // No replay cache: the scenario ages records in the database, behind the cache's back.
-      imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false, replayCacheSize: 0 }), IdempotencyMetricsModule.forRoot()],
+      imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false, replayCacheSize: 0, claim: 'first' }), IdempotencyMetricsModule.forRoot()],
       controllers: [MetricsController],
     }, { adapter });
   });

@@ -62,7 +62,8 @@ describe.each(HTTP_ADAPTERS)('tracing (%s)', (adapter) => {
     await db.query(`CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON ledger_entries DEFERRABLE INITIALLY DEFERRED
       FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`);
     // No replay cache: a replay claims, and shows a claim span. The server span leaves bodies alone, so it may run around @Idempotent().
-    running = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, allowInterceptorsAround: [ServerSpan] }), providers: [{ provide: APP_INTERCEPTOR, useClass: ServerSpan }] }, { adapter });
+    // Claimed first, so that the spans come in the order claim, handler, commit (at commit: handler, claim, commit).
+    running = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, allowInterceptorsAround: [ServerSpan], claim: 'first' }), providers: [{ provide: APP_INTERCEPTOR, useClass: ServerSpan }] }, { adapter });
   });
   afterAll(async () => {
     stopTracing?.();
