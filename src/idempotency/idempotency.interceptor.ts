@@ -53,8 +53,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       ending = { steps: NO_STEPS, error };
     }
     const error = ending.settled ? undefined : unavailableOr(ending.error);
-    const { events } = this.idempotency;
-    if (events.observed('attempt')) events.emit(attemptEvent(route.operation, id && hashKey(id), ending, error, HTTP_ERRORS, start));
+    this.idempotency.events.emit(attemptEvent(route.operation, id && hashKey(id), ending, error, HTTP_ERRORS, start));
     if (ending.settled) return ending.settled;
     throw error;
   }

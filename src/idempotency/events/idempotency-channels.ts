@@ -25,11 +25,6 @@ export const IDEMPOTENCY_CHANNELS = {
 // Held here so they stay alive: Node keeps channels by weak reference.
 const channels = new Map<string, Channel>(Object.entries(IDEMPOTENCY_CHANNELS).map(([kind, name]) => [kind, diagnosticsChannel.channel(name)]));
 
-/** Whether the channel of `kind` has subscribers. */
-export function channelObserved(kind: IdempotencyEvent['kind']): boolean {
-  return channels.get(kind)!.hasSubscribers;
-}
-
 /** Publishes `event` on its channel; costs one property read while nobody subscribes. */
 export function publishOnChannel(event: IdempotencyEvent): void {
   const channel = channels.get(event.kind);

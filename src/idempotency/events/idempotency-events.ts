@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../idempotency.store.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { channelObserved, publishOnChannel } from './idempotency-channels.js';
+import { publishOnChannel } from './idempotency-channels.js';
 import type { IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';
 
 export type * from './idempotency-event.types.js';
@@ -26,11 +26,6 @@ export class IdempotencyEvents {
   subscribe(listener: IdempotencyEventListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
-  }
-
-  /** Whether an event of `kind` reaches anyone: a listener here, or a subscriber of its channel. Spares building one nobody reads. */
-  observed(kind: IdempotencyEvent['kind']): boolean {
-    return this.listeners.size > 0 || channelObserved(kind);
   }
 
   emit(event: IdempotencyEvent): void {
