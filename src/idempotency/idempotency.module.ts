@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
+import { IdempotencyFacade } from './idempotency.facade.js';
 import { IdempotencyEvents } from './events/idempotency-events.js';
 import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { IdempotentMutations } from './graphql/idempotent-mutations.js';
@@ -8,15 +9,11 @@ import { IdempotentMutationsValidator } from './graphql/idempotent-mutations.val
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
-import { IdempotencyFilter } from './idempotency.filter.js';
-import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
-import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
-import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
 import { LeaseStore } from './phases/lease.store.js';
@@ -59,11 +56,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentMutationsValidator,
     GraphqlMutationFlow,
     IdempotencySchemaCheck,
-    IdempotencyInterceptor,
-    IdempotencyFilter,
     IdempotentMessageHandlers,
-    IdempotentMessageInterceptor,
-    IdempotentMessageFilter,
     LeaseStore,
     OperationRegistry,
     OperationRunner,
@@ -72,6 +65,7 @@ import { TransactionHost } from './transaction-host.js';
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,
+    IdempotencyFacade,
     {
       // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
       provide: documentIdempotentRoutes,
@@ -79,26 +73,8 @@ import { TransactionHost } from './transaction-host.js';
       inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, RESOLVED_IDEMPOTENCY_OPTIONS],
     },
   ],
-  // The interceptor and filter are instantiated in each controller's module, so their dependencies are exported.
-  exports: [
-    IdempotencyDataSource,
-    TransactionHost,
-    IdempotencyEvents,
-    IdempotencyReaper,
-    ReplayCache,
-    ReplayLikelihood,
-    OutcomeCodec,
-    IdempotentRoutes,
-    IdempotencyInterceptor,
-    IdempotencyFilter,
-    IdempotentMessageHandlers,
-    IdempotentMessageInterceptor,
-    IdempotentMessageFilter,
-    FastReplay,
-    OneTransactionFlow,
-    PhasedFlow,
-    GraphqlMutationFlow,
-    RESOLVED_IDEMPOTENCY_OPTIONS,
-  ],
+  // What apps inject, and the one provider that the interceptors of @Idempotent() need: Nest builds
+  // them in the module of each controller that uses them, from what that module can see.
+  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

@@ -1,12 +1,14 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
-import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
+import { type AbstractHttpAdapter, Reflector } from '@nestjs/core';
+import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from './idempotency.exceptions.js';
 import { type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql/graphql-call.js';
+import type { OneTransactionTerms } from './one-transaction.flow.js';
+import { captureSuccess } from './outcome-capture.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
-import { fingerprintFieldsOf } from './request-fingerprint.js';
+import { fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
 export interface IdempotentRoute {
@@ -32,6 +34,31 @@ export interface IdempotentRoute {
   fingerprintFieldsOf(request: unknown): unknown;
   /** How a success is recorded where it is not an HTTP response (a GraphQL field's value); HTTP routes leave it unset. */
   capture?(result: unknown): RecordedOutcome;
+}
+
+/** The request's fingerprint under the route's rules; a request without a canonical form is refused (400). */
+export function fingerprintOf(route: IdempotentRoute, request: unknown): string {
+  try {
+    return fingerprintRequest(route.operation, route.fingerprintFieldsOf(request));
+  } catch (error) {
+    throw new IdempotencyRequestNotCanonicalException((error as Error).message);
+  }
+}
+
+/**
+ * A route's (or a GraphQL field's) terms for the one-transaction flow: a
+ * success recorded as the response it answers (or by the route's own
+ * `capture`), the failures the route stores, 409 for a key held in flight.
+ */
+export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown): OneTransactionTerms {
+  return {
+    retention: route.retention,
+    wait: route.wait,
+    claim: route.claim,
+    capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, adapter, response)),
+    ...(route.recordsErrors && { storesError: (error: unknown) => route.storesError(error) }),
+    inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
+  };
 }
 
 /** The request methods a class-level `@Idempotent()` covers. */

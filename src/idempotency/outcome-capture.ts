@@ -2,7 +2,6 @@ import { HttpException, StreamableFile } from '@nestjs/common';
 import type { AbstractHttpAdapter } from '@nestjs/core';
 import { STATUS_CODES } from 'node:http';
 import { type ProblemDetails, UnstorableResponseException } from './idempotency.exceptions.js';
-import type { IdempotentRoute } from './idempotent-route.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 const JSON_CONTENT = 'application/json; charset=utf-8';
@@ -14,7 +13,7 @@ const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
  * Turns what a handler returned into the outcome to record. The module sends
  * exactly this text, so the first response and every replay are the same bytes.
  */
-export function captureSuccess(result: unknown, route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
+export function captureSuccess(result: unknown, route: { successStatus: number; replayHeaders: readonly string[] }, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
   if (adapter.isHeadersSent(response)) throw new UnstorableResponseException('a response it wrote itself');
   return successOutcome(route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
 }

@@ -1,5 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { IdempotencyFacade } from './idempotency.facade.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import * as publicApi from './index.js';
 
 const LIBRARY = join(process.cwd(), 'src/idempotency');
@@ -41,5 +43,11 @@ describe('the public API', () => {
   it('names the phased concepts once each: the operation, the claim it runs under, and its phases', () => {
     const phased = Object.keys(publicApi).filter((name) => /phase/i.test(name));
     expect(phased.sort()).toEqual(['PhasedClaim', 'PhasedOperation']);
+  });
+
+  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use', () => {
+    const exported: unknown[] = Reflect.getMetadata('exports', publicApi.IdempotencyModule);
+    const named: unknown[] = [...Object.values(publicApi), RESOLVED_IDEMPOTENCY_OPTIONS /* through InjectIdempotencyOptions() */];
+    expect(exported.filter((provider) => provider !== IdempotencyFacade && !named.includes(provider))).toEqual([]);
   });
 });

@@ -1,14 +1,16 @@
 import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
-import { defer, type Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
-import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
+import { hashKey } from '../events/idempotency-events.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
 import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
+import { IdempotencyFacade } from '../idempotency.facade.js';
 import type { RecordId } from '../idempotency.store.js';
-import { OneTransactionFlow, type OneTransactionSettled, type OneTransactionTerms } from '../one-transaction.flow.js';
+import type { OneTransactionSettled, OneTransactionTerms } from '../one-transaction.flow.js';
 import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';
-import { type IdempotentMessageHandler, IdempotentMessageHandlers } from './idempotent-message.js';
+import { settling } from '../settling.js';
+import type { IdempotentMessageHandler } from './idempotent-message.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
 
 /**
@@ -23,28 +25,25 @@ import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError }
  */
 @Injectable()
 export class IdempotentMessageInterceptor implements NestInterceptor {
-  constructor(
-    private readonly handlers: IdempotentMessageHandlers,
-    private readonly flow: OneTransactionFlow,
-    private readonly events: IdempotencyEvents,
-  ) {}
+  constructor(private readonly idempotency: IdempotencyFacade) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const handler = context.getType() === 'rpc' ? this.handlers.of(context.getClass(), context.getHandler()) : undefined;
+    const handler = context.getType() === 'rpc' ? this.idempotency.messageHandlers.of(context.getClass(), context.getHandler()) : undefined;
     if (!handler) return next.handle();
     const rpc = context.switchToRpc();
-    return defer(async () => {
+    const { oneTransaction, events } = this.idempotency;
+    return settling(async () => {
       let keyHash: string | undefined;
       let ending: FlowEnding<OneTransactionSettled>;
       try {
         const id = idOf(handler, rpc.getData(), rpc.getContext());
         keyHash = hashKey(id);
-        ending = await this.flow.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, keyHash), next);
+        ending = await oneTransaction.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, keyHash), next);
       } catch (error) {
         ending = { steps: NO_STEPS, error };
       }
       // A delivery's event has no HTTP status for an error, and no timeline.
-      this.events.emit(attemptEvent(handler.operation, keyHash, ending, ending.error, MESSAGE_ERRORS));
+      events.emit(attemptEvent(handler.operation, keyHash, ending, ending.error, MESSAGE_ERRORS));
       const { settled } = ending;
       if (!settled) throw ending.error;
       return settled.replayed ? (settled.outcome.body === null ? undefined : JSON.parse(settled.outcome.body)) : settled.result;

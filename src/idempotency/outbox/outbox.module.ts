@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { Outbox } from './outbox.js';
 import { ConfigurableOutboxModule, OUTBOX_MODULE_OPTIONS } from './outbox.module-definition.js';
 import { resolveOutboxOptions } from './outbox.options.js';
@@ -21,6 +22,8 @@ import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
 @Module({
   providers: [
     { provide: RESOLVED_OUTBOX_OPTIONS, useFactory: resolveOutboxOptions, inject: [OUTBOX_MODULE_OPTIONS] },
+    // The DataSource IdempotencyModule serves, looked up from the same option: that module keeps its own to itself.
+    IdempotencyDataSource,
     Outbox,
     OutboxRelay,
     OutboxReaping,
