@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { BenchAppOptions } from './bench-app.module.js';
-import type { BenchOptions } from './cli-options.js';
 import type { KeyPlan, LoadJob, LoadPhase, PhaseResult } from './load-protocol.js';
 
 /** The scenario ids `--only` takes. */
@@ -111,7 +110,7 @@ export const ORDER_BODY = JSON.stringify({ sku: 'bench-sku-1', quantity: 2 });
 export function loadJobFor(
   scenario: Pick<Scenario, 'path' | 'keys'> & { id: string },
   round: number,
-  options: Pick<BenchOptions, 'connections' | 'replayKeys' | 'warmupSeconds' | 'durationSeconds'> & Partial<Pick<BenchOptions, 'burstSize'>>,
+  options: { connections: number; replayKeys: number; warmupSeconds: number; durationSeconds: number; burstSize?: number },
   runId: string,
   appUrl: string,
 ): LoadJob {
