@@ -9,7 +9,7 @@ import { CpuMeter } from './cpu-cost.js';
 import type { LoadPhase, PhaseResult } from './load-protocol.js';
 import { PostgresCpu } from './postgres-cpu.js';
 import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
-import { formatReport } from './report-table.js';
+import { fixed, formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
 import { currentCommit, describeMachine, writeResults } from './results-file.js';
 import { APP_VARIANTS, type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
@@ -138,7 +138,7 @@ function progressLine(scenario: Scenario, run: ScenarioRun, rounds: number): str
   const { requestsPerSecond, latencyMs, non2xx } = run.measured;
   const redis = run.cpu.redisMicros !== undefined ? ` redis ${micros(run.cpu.redisMicrosPerRequest)}` : '';
   const cpu = `  CPU µs/req app ${micros(run.cpu.appMicrosPerRequest)} pg ${micros(run.cpu.postgresMicrosPerRequest)}${redis}`;
-  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${latencyMs.p50.toFixed(1).padStart(6)} ms  p99 ${latencyMs.p99.toFixed(1).padStart(6)} ms${cpu}  non-2xx ${non2xx}`;
+  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${fixed(latencyMs.p50, 1).padStart(6)} ms  p99 ${fixed(latencyMs.p99, 1).padStart(6)} ms${cpu}  non-2xx ${non2xx}`;
   const problems = run.problems.length ? `  PROBLEM: ${run.problems.join('; ')}` : '';
   return `round ${run.round}/${rounds}  ${scenario.label.padEnd(22)} ${numbers}${problems}`;
 }

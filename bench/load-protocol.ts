@@ -45,6 +45,7 @@ export interface PhaseResult {
   /** Completed responses, any status. */
   responses: number;
   requestsPerSecond: number;
+  /** NaN without responses, which arrives as null over IPC (JSON): read them with `fixed()`. */
   latencyMs: { average: number; p50: number; p90: number; p99: number; max: number };
   statusCounts: Record<string, number>;
   non2xx: number;
