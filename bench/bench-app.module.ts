@@ -1,6 +1,7 @@
 import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSourceOptions } from 'typeorm';
 import { VALIDATION_OPTIONS } from '../src/demo/app.module.js';
 import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../src/idempotency/index.js';
@@ -18,6 +19,10 @@ export interface BenchAppOptions {
    * schedule or `encryption` with base64 keys; unset ones keep the module's defaults.
    */
   idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
+  /** node-postgres pipelining (`extra.pipeline`) on the app's DataSource; default: the demo's, on. */
+  pipeline?: boolean;
+  /** `false` keeps the module from reading a likely replay before the claim (see read-first-switch.ts). */
+  readFirst?: boolean;
 }
 
 /**
@@ -30,7 +35,7 @@ export class BenchAppModule {
     return {
       module: BenchAppModule,
       imports: [
-        TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
+        TypeOrmModule.forRoot(withPipeline(dataSourceOptions(options.databaseUrl), options.pipeline)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
         IdempotencyOutboxModule.forRoot({}),
@@ -43,4 +48,8 @@ export class BenchAppModule {
       ],
     };
   }
+}
+
+function withPipeline(dataSource: DataSourceOptions, pipeline: boolean | undefined): DataSourceOptions {
+  return pipeline === undefined ? dataSource : ({ ...dataSource, extra: { ...dataSource.extra, pipeline } } as DataSourceOptions);
 }

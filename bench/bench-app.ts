@@ -4,13 +4,15 @@
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { AppReady } from './load-protocol.js';
+import type { AppCpu, AppCpuRequest, AppReady } from './load-protocol.js';
+import { turnReadFirstOff } from './read-first-switch.js';
 import { BenchAppModule, type BenchAppOptions } from './bench-app.module.js';
 
 async function main(): Promise<void> {
   const options = JSON.parse(process.argv[2] ?? '{}') as BenchAppOptions;
   if (!options.databaseUrl) throw new Error('bench-app: pass the options as JSON, with databaseUrl');
   const app = await NestFactory.create(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
+  if (options.readFirst === false) turnReadFirstOff(app);
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
 
@@ -27,6 +29,14 @@ async function main(): Promise<void> {
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
   process.once('disconnect', shutdown);
+
+  // The runner reads this process's CPU time before and after each measured phase.
+  process.on('message', (message: AppCpuRequest) => {
+    if (message?.type !== 'cpu') return;
+    const { user, system } = process.cpuUsage();
+    const reply: AppCpu = { type: 'cpu', micros: user + system };
+    process.send?.(reply);
+  });
 
   const ready: AppReady = { type: 'listening', port: address.port };
   process.send?.(ready);

@@ -1,17 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { createBenchDatabase } from './bench-database.js';
-import type { BenchAppOptions } from './bench-app.module.js';
 import { type BenchAppProcess, startBenchApp, startLoadGenerator } from './child-processes.js';
 import type { BenchOptions } from './cli-options.js';
-import type { CleanupStack } from './cleanup-stack.js';
+import type { CleanupStack } from '../harness/cleanup-stack.js';
 import type { PeerOptions } from './peer-orders.controller.js';
+import { CpuMeter } from './cpu-cost.js';
+import type { LoadPhase, PhaseResult } from './load-protocol.js';
+import { PostgresCpu } from './postgres-cpu.js';
 import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
-import { formatReport } from './report-table.js';
+import { fixed, formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
 import { currentCommit, describeMachine, writeResults } from './results-file.js';
-import { type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
-import { encryptionRatios, headlineRatios, ratiosToBare, summarise, type ScenarioRun } from './statistics.js';
+import { APP_VARIANTS, type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
+import { headlineRatios, ratiosToBare, summarise, twinRatios, type ScenarioRun } from './statistics.js';
 
 /** Slack on top of a job's own duration before the runner gives up on the load generator. */
 const JOB_SLACK_MS = 120_000;
@@ -23,8 +25,6 @@ const JOB_SLACK_MS = 120_000;
  * Resolves to the exit code: 1 when any scenario had a problem.
  */
 export async function runBenchSession(options: BenchOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
-  const unknown = options.only?.filter((id) => !SCENARIOS.some((scenario) => scenario.id === id)) ?? [];
-  if (unknown.length) throw new Error(`unknown scenario ids: ${unknown.join(', ')}`);
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const notes = [
     'Absolute numbers depend on this machine and on whatever else ran on it (see machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
@@ -39,22 +39,41 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
 
   const apps = await startApps(scenarios, database.url, peer, cleanup);
   const load = startLoadGenerator();
-  cleanup.add('load generator', load.stop);
+  cleanup.add('load generator', () => load.process.stop());
   const appDied = Promise.race(
-    [...apps].map(([variant, app]) => app.exited.then((code) => Promise.reject(new Error(`the ${variant} bench app exited (code ${code}) during the run`)))),
+    [...apps].map(([variant, app]) => app.process.ended.then((end) => Promise.reject(new Error(`the ${variant} bench app exited (code ${end.code}) during the run`)))),
   );
   appDied.catch(() => undefined);
   if (apps.size > 1) notes.push(`Scenarios ran against ${apps.size} bench app processes (${[...apps.keys()].join(', ')}), each idle while another is measured.`);
+
+  const postgresCpu = await PostgresCpu.open(database.url);
+  if (typeof postgresCpu === 'string') notes.push(postgresCpu);
+  else cleanup.add('PostgreSQL CPU reader', () => postgresCpu.close());
+  const cpu = new CpuMeter(typeof postgresCpu === 'string' ? undefined : postgresCpu, peer?.redisUrl);
 
   log(machine.line);
   log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
   const runs: ScenarioRun[] = [];
   for (let round = 1; round <= options.rounds; round++) {
     for (const scenario of scenarios) {
-      const job = loadJobFor(scenario, round, options, runId, apps.get(scenario.app)!.url);
+      const app = apps.get(scenario.app)!;
+      const job = loadJobFor(scenario, round, options, runId, app.url);
       const timeoutMs = (options.warmupSeconds + options.durationSeconds) * 1000 + JOB_SLACK_MS;
-      const phases = await Promise.race([load.run(job, timeoutMs), appDied]);
-      const run: ScenarioRun = { scenario: scenario.id, round, phases, measured: phases[phases.length - 1], problems: problemsOf(scenario, phases) };
+      const runPhases = async (phases: LoadPhase[]): Promise<PhaseResult[]> => (phases.length ? Promise.race([load.run({ ...job, phases }, timeoutMs), appDied]) : []);
+      // The CPU readings bracket the measured phase only: the warm-up and the replay pool's preparation run first.
+      const phases = await runPhases(job.phases.filter((phase) => phase.name !== 'measure'));
+      const before = await cpu.read(app, scenario.peer);
+      phases.push(...(await runPhases(job.phases.filter((phase) => phase.name === 'measure'))));
+      const after = await cpu.read(app, scenario.peer);
+      const measured = phases[phases.length - 1];
+      const run: ScenarioRun = {
+        scenario: scenario.id,
+        round,
+        phases,
+        measured,
+        cpu: CpuMeter.cost(before, after, measured.fresh2xx + measured.replayed2xx),
+        problems: problemsOf(scenario, phases),
+      };
       runs.push(run);
       log(progressLine(scenario, run, options.rounds));
     }
@@ -64,8 +83,8 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const summaries = summarise(scenarios, runs);
   const ratios = ratiosToBare(summaries, runs);
   const headline = headlineRatios(ratios, summaries);
-  const encryption = encryptionRatios(summaries, runs);
-  console.log(`\n${formatReport(runs, summaries, ratios, headline, encryption)}\n`);
+  const twins = twinRatios(summaries, runs);
+  console.log(`\n${formatReport(runs, summaries, ratios, headline, twins)}\n`);
   console.log(`Machine: ${machine.line}; load average ${machine.loadAverageAtStart.join(' ')} at the start, ${machine.loadAverageAtEnd.join(' ')} at the end.`);
 
   const svg = await renderResultsChart(runs, summaries, machine.line).catch((error: unknown) => {
@@ -73,7 +92,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
     return undefined;
   });
   const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
-  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, encryption, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
+  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, twins, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
   log(`wrote ${written.join(', ')}`);
   for (const note of notes) log(`note: ${note}`);
 
@@ -82,24 +101,16 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   return problems.length ? 1 : 0;
 }
 
-/** Module options of each bench app variant; `main` keeps the module's defaults. */
-const VARIANT_OPTIONS: Record<BenchAppVariant, () => BenchAppOptions['idempotency']> = {
-  main: () => undefined,
-  uncached: () => ({ replayCacheSize: 0 }),
-  // A fresh key per run: the bench database is dropped at the end, and nothing sealed outlives it.
-  encrypted: () => ({ replayCacheSize: 0, encryption: { keys: [{ id: 'bench', key: randomBytes(32).toString('base64') }] } }),
-};
-
 /**
  * One bench app process per variant the scenarios load, started one after
  * another so that only the first runs the migrations on the fresh database.
  */
 async function startApps(scenarios: readonly Scenario[], databaseUrl: string, peer: PeerOptions | undefined, cleanup: CleanupStack): Promise<Map<BenchAppVariant, BenchAppProcess>> {
   const apps = new Map<BenchAppVariant, BenchAppProcess>();
-  for (const variant of Object.keys(VARIANT_OPTIONS) as BenchAppVariant[]) {
+  for (const variant of Object.keys(APP_VARIANTS) as BenchAppVariant[]) {
     if (!scenarios.some((scenario) => scenario.app === variant)) continue;
-    const app = await startBenchApp({ databaseUrl, ...(variant === 'main' && { peer }), idempotency: VARIANT_OPTIONS[variant]() });
-    cleanup.add(`${variant} bench app`, app.stop);
+    const app = await startBenchApp({ databaseUrl, ...(variant === 'main' && { peer }), ...APP_VARIANTS[variant]() });
+    cleanup.add(`${variant} bench app`, () => app.process.stop());
     apps.set(variant, app);
   }
   return apps;
@@ -125,11 +136,17 @@ async function peerFor(options: BenchOptions, runId: string, cleanup: CleanupSta
 
 function progressLine(scenario: Scenario, run: ScenarioRun, rounds: number): string {
   const { requestsPerSecond, latencyMs, non2xx } = run.measured;
-  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${latencyMs.p50.toFixed(1).padStart(6)} ms  p99 ${latencyMs.p99.toFixed(1).padStart(6)} ms  non-2xx ${non2xx}`;
+  const redis = run.cpu.redisMicros !== undefined ? ` redis ${micros(run.cpu.redisMicrosPerRequest)}` : '';
+  const cpu = `  CPU µs/req app ${micros(run.cpu.appMicrosPerRequest)} pg ${micros(run.cpu.postgresMicrosPerRequest)}${redis}`;
+  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${fixed(latencyMs.p50, 1).padStart(6)} ms  p99 ${fixed(latencyMs.p99, 1).padStart(6)} ms${cpu}  non-2xx ${non2xx}`;
   const problems = run.problems.length ? `  PROBLEM: ${run.problems.join('; ')}` : '';
-  return `round ${run.round}/${rounds}  ${scenario.label.padEnd(21)} ${numbers}${problems}`;
+  return `round ${run.round}/${rounds}  ${scenario.label.padEnd(22)} ${numbers}${problems}`;
 }
 
 function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
+function micros(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(0);
 }

@@ -1,4 +1,23 @@
-import { parseArgs } from 'node:util';
+import { type CommandLine, type CommandLineValues, type Flag, fileName, list, positiveNumber, switchFlag, text, valueFlag, wholeNumber } from '../harness/command-line.js';
+import { SCENARIOS } from './scenarios.js';
+
+/** The flags of `npm run bench`; each default is written here once, and the help text comes from them. */
+export const BENCH_COMMAND_LINE = {
+  command: 'npm run bench --',
+  flags: {
+    duration: valueFlag({ placeholder: '<s>', description: 'seconds each scenario is measured per round', default: '10', parse: positiveNumber() }),
+    warmup: valueFlag({ placeholder: '<s>', description: 'seconds of unmeasured load before each measurement', default: '2', parse: positiveNumber(true) }),
+    rounds: valueFlag({ placeholder: '<n>', description: 'rounds; scenarios are interleaved within each', default: '3', parse: wholeNumber() }),
+    connections: valueFlag({ placeholder: '<n>', description: 'concurrent connections of the load generator', default: '32', parse: wholeNumber() }),
+    'burst-size': valueFlag({ placeholder: '<n>', description: 'identical concurrent requests per key in duplicate bursts', default: '4', parse: wholeNumber(2) }),
+    'replay-keys': valueFlag({ placeholder: '<n>', description: 'completed keys created for each replay scenario', default: '1000', parse: wholeNumber() }),
+    only: valueFlag({ placeholder: '<ids>', description: `comma-separated scenario ids: ${SCENARIOS.map((scenario) => scenario.id).join(',')}`, defaultNote: 'all', parse: list }),
+    'no-peer': switchFlag('skip @node-idempotency/nestjs even when Redis answers'),
+    'redis-url': valueFlag({ placeholder: '<url>', description: "the peer's Redis", default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', defaultNote: 'REDIS_URL, else redis://127.0.0.1:6379', parse: text }),
+    'results-name': valueFlag({ placeholder: '<name>', description: 'write bench/results/<name>.json and <name>.svg', default: 'latest', parse: fileName }),
+  },
+  footer: 'PostgreSQL: DATABASE_URL if set, else an embedded server started for the run.',
+} satisfies CommandLine<Record<string, Flag<unknown>>>;
 
 /** The settings of one bench run. */
 export interface BenchOptions {
@@ -10,7 +29,7 @@ export interface BenchOptions {
   connections: number;
   /** Identical concurrent requests per key in the duplicate-bursts scenario. */
   burstSize: number;
-  /** Completed keys created once for the replay scenarios, then cycled. */
+  /** Completed keys created once for each replay scenario, then cycled. */
   replayKeys: number;
   /** Only these scenario ids, when given. */
   only?: string[];
@@ -21,72 +40,21 @@ export interface BenchOptions {
   resultsName: string;
 }
 
-/** Printed by `--help` and after a bad flag. */
-export const USAGE = `Usage: npm run bench -- [flags]
-
-  --duration <s>       seconds each scenario is measured per round (default 10)
-  --warmup <s>         seconds of unmeasured load before each measurement (default 2)
-  --rounds <n>         rounds; scenarios are interleaved within each (default 3)
-  --connections <n>    concurrent connections of the load generator (default 32)
-  --burst-size <n>     identical concurrent requests per key in duplicate bursts (default 4)
-  --replay-keys <n>    completed keys created for the replay scenarios (default 1000)
-  --only <ids>         comma-separated scenario ids: floor,bare,first,replay,bursts,peer-first,peer-replay,
-                       uncached-first,uncached-replay,encrypted-first,encrypted-replay
-  --no-peer            skip @node-idempotency/nestjs even when Redis answers
-  --redis-url <url>    the peer's Redis (default REDIS_URL, else redis://127.0.0.1:6379)
-  --results-name <n>   write bench/results/<n>.json and <n>.svg (default latest)
-  --help               this text
-
-PostgreSQL: DATABASE_URL if set, else an embedded server started for the run.`;
-
-/** Parses the command line; throws with a message naming the bad flag. */
-export function parseBenchOptions(argv: string[]): BenchOptions | 'help' {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      duration: { type: 'string', default: '10' },
-      warmup: { type: 'string', default: '2' },
-      rounds: { type: 'string', default: '3' },
-      connections: { type: 'string', default: '32' },
-      'burst-size': { type: 'string', default: '4' },
-      'replay-keys': { type: 'string', default: '1000' },
-      only: { type: 'string' },
-      'no-peer': { type: 'boolean', default: false },
-      'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
-      'results-name': { type: 'string', default: 'latest' },
-      help: { type: 'boolean', default: false },
-    },
-  });
-  if (values.help) return 'help';
-  const options: BenchOptions = {
-    durationSeconds: positiveNumber('duration', values.duration),
-    warmupSeconds: positiveNumber('warmup', values.warmup, true),
-    rounds: positiveInteger('rounds', values.rounds),
-    connections: positiveInteger('connections', values.connections),
-    burstSize: positiveInteger('burst-size', values['burst-size']),
-    replayKeys: positiveInteger('replay-keys', values['replay-keys']),
-    only: values.only?.split(',').map((id) => id.trim()).filter(Boolean),
+/** The run's settings from the parsed flags; throws on flags that contradict each other or name unknown scenarios. */
+export function benchOptions(values: CommandLineValues<typeof BENCH_COMMAND_LINE.flags>): BenchOptions {
+  const unknown = values.only?.filter((id) => !SCENARIOS.some((scenario) => scenario.id === id)) ?? [];
+  if (unknown.length) throw new Error(`--only: unknown scenario ids ${unknown.join(', ')}`);
+  if (values.connections < values['burst-size']) throw new Error('--connections must be at least --burst-size');
+  return {
+    durationSeconds: values.duration,
+    warmupSeconds: values.warmup,
+    rounds: values.rounds,
+    connections: values.connections,
+    burstSize: values['burst-size'],
+    replayKeys: values['replay-keys'],
+    only: values.only,
     peer: !values['no-peer'],
     redisUrl: values['redis-url'],
     resultsName: values['results-name'],
   };
-  if (options.burstSize < 2) throw new Error('--burst-size must be at least 2: a burst is duplicates');
-  if (options.connections < options.burstSize) throw new Error('--connections must be at least --burst-size');
-  if (!/^[\w.-]+$/.test(options.resultsName)) throw new Error('--results-name may hold letters, digits, ".", "_" and "-" only');
-  return options;
-}
-
-/** The flag's value as a number above 0 (or at least 0 when `zeroAllowed`); throws naming the flag otherwise. */
-export function positiveNumber(flag: string, text: string, zeroAllowed = false): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < 0 || (!zeroAllowed && value === 0)) throw new Error(`--${flag} must be a ${zeroAllowed ? 'non-negative' : 'positive'} number, got "${text}"`);
-  return value;
-}
-
-/** The flag's value as a whole number above 0; throws naming the flag otherwise. */
-export function positiveInteger(flag: string, text: string): number {
-  const value = positiveNumber(flag, text);
-  if (!Number.isInteger(value)) throw new Error(`--${flag} must be a whole number, got "${text}"`);
-  return value;
 }

@@ -1,13 +1,13 @@
-import { CleanupStack } from './cleanup-stack.js';
+import { CleanupStack } from '../harness/cleanup-stack.js';
+import { type CommandLine, type CommandLineValues, type Flag, parseCommandLine, usageOf } from '../harness/command-line.js';
 
-/** One bench command: how it reads its flags and what it runs. */
-export interface BenchCommand<Options> {
+/** One bench command: its flags, how they become its settings, and what it runs. */
+export interface BenchCommand<Flags extends Record<string, Flag<unknown>>, Options> {
   /** Prefixes every line it logs, e.g. `bench` gives `[bench] …`. */
   tag: string;
-  /** Printed by `--help` and after a bad flag. */
-  usage: string;
-  /** Parses the command line; throws with a message naming the bad flag. */
-  parse(argv: string[]): Options | 'help';
+  line: CommandLine<Flags>;
+  /** The settings from the parsed flags; throws with a message naming a bad flag. */
+  options(values: CommandLineValues<Flags>): Options;
   /** The run itself; resolves to the exit code. Everything it starts goes on `cleanup`. */
   session(options: Options, cleanup: CleanupStack, log: (line: string) => void): Promise<number>;
 }
@@ -17,19 +17,21 @@ export interface BenchCommand<Options> {
  * failure, 130 after Ctrl-C or SIGTERM. Whichever way the run ends, its
  * cleanup stack stops the children and the database before the exit.
  */
-export function runBenchCommand<Options>(command: BenchCommand<Options>): void {
+export function runBenchCommand<Flags extends Record<string, Flag<unknown>>, Options>(command: BenchCommand<Flags, Options>): void {
   const log = (line: string) => console.log(`[${command.tag}] ${line}`);
+  const usage = usageOf(command.line);
   const main = async (): Promise<number> => {
-    let options: Options | 'help';
+    let options: Options;
     try {
-      options = command.parse(process.argv.slice(2));
+      const values = parseCommandLine(command.line, process.argv.slice(2));
+      if (values === 'help') {
+        console.log(usage);
+        return 0;
+      }
+      options = command.options(values);
     } catch (error) {
-      console.error(`${error instanceof Error ? error.message : String(error)}\n\n${command.usage}`);
+      console.error(`${error instanceof Error ? error.message : String(error)}\n\n${usage}`);
       return 2;
-    }
-    if (options === 'help') {
-      console.log(command.usage);
-      return 0;
     }
     const cleanup = new CleanupStack(log);
     let interrupted = false;

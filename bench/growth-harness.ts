@@ -1,6 +1,6 @@
 import type { BenchAppOptions } from './bench-app.module.js';
 import { type BenchAppProcess, type LoadGeneratorProcess, startBenchApp, startLoadGenerator } from './child-processes.js';
-import type { CleanupStack } from './cleanup-stack.js';
+import type { CleanupStack } from '../harness/cleanup-stack.js';
 import type { LoadJob, PhaseResult } from './load-protocol.js';
 
 /** Slack on top of a job's own duration before the runner gives up on the load generator. */
@@ -24,8 +24,8 @@ export class GrowthHarness {
 
   constructor(cleanup: CleanupStack) {
     this.load = startLoadGenerator();
-    cleanup.add('load generator', this.load.stop);
-    cleanup.add('bench apps', () => Promise.all([...this.live].map((app) => app.stop())));
+    cleanup.add('load generator', () => this.load.process.stop());
+    cleanup.add('bench apps', () => Promise.all([...this.live].map((app) => app.process.stop())));
   }
 
   /** Starts one app per options (in parallel), runs `work` with them, then stops them, also when `work` fails. */
@@ -38,7 +38,7 @@ export class GrowthHarness {
       if (failed) throw failed.reason;
       return await work(apps.map((app) => ({ app, died: diedPromise(app) })));
     } finally {
-      await Promise.all(apps.map((app) => app.stop()));
+      await Promise.all(apps.map((app) => app.process.stop()));
       for (const app of apps) this.live.delete(app);
     }
   }
@@ -51,7 +51,7 @@ export class GrowthHarness {
 }
 
 function diedPromise(app: BenchAppProcess): Promise<never> {
-  const died = app.exited.then((code) => Promise.reject(new Error(`a bench app exited (code ${code}) during its window`)));
+  const died = app.process.ended.then((end) => Promise.reject(new Error(`a bench app exited (code ${end.code}) during its window`)));
   // Stopping the app at the end of its window settles this too; only a race observes it.
   died.catch(() => undefined);
   return died;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { createBenchDatabase } from './bench-database.js';
-import type { CleanupStack } from './cleanup-stack.js';
+import type { CleanupStack } from '../harness/cleanup-stack.js';
 import { renderGrowthChart } from './growth-chart.js';
 import { GrowthHarness } from './growth-harness.js';
 import type { GrowthOptions } from './growth-options.js';

@@ -2,6 +2,7 @@ import type { GrowthHarness } from './growth-harness.js';
 import type { GrowthOptions } from './growth-options.js';
 import { GROWTH_SCENARIOS, type MeasuredRun, type SizeRun } from './growth-results.js';
 import { loadJobFor, problemsOf } from './scenarios.js';
+import { fixed } from './report-table.js';
 
 /** One table size: its own database, seeded before measuring. */
 export interface SizedDatabase {
@@ -47,7 +48,7 @@ export async function measureSizes(harness: GrowthHarness, databases: readonly S
 /** The measured numbers of one run, for the progress log. */
 export function progressLine(prefix: string, run: MeasuredRun): string {
   const { requestsPerSecond, latencyMs, non2xx } = run.measured;
-  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${latencyMs.p50.toFixed(1).padStart(6)} ms  p99 ${latencyMs.p99.toFixed(1).padStart(6)} ms  non-2xx ${non2xx}`;
+  const numbers = `${requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${fixed(latencyMs.p50, 1).padStart(6)} ms  p99 ${fixed(latencyMs.p99, 1).padStart(6)} ms  non-2xx ${non2xx}`;
   return `${prefix} ${numbers}${run.problems.length ? `  PROBLEM: ${run.problems.join('; ')}` : ''}`;
 }
 

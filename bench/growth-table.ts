@@ -1,6 +1,6 @@
-import { REAP_BATCH } from '../src/idempotency/idempotency.reaper.js';
 import type pg from 'pg';
 import { withClient } from './bench-database.js';
+import { reaperStatement } from './reaper-statement.js';
 
 /** The shape of `idempotency_records` at one moment. */
 export interface TableStats {
@@ -79,13 +79,16 @@ async function inspect(client: pg.Client): Promise<Partial<TableStats>> {
 }
 
 /**
- * The plan of the reaper's batch (the statement of `IdempotencyReaper`,
- * explained, not run), one node a line: whether a large backlog, dead rows
- * or bloat turn its walk of the `expires_at` index into something else.
+ * The plan of the reaper's batch (the statement `IdempotencyReaper` sends,
+ * see reaper-statement.ts, explained, not run), one node a line: whether a
+ * large backlog, dead rows or bloat turn its walk of the `expires_at` index
+ * into something else.
  */
 export async function reaperPlan(url: string, batchSize: number): Promise<string[]> {
+  const statement = await reaperStatement(url);
   return withClient(url, async (client) => {
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${REAP_BATCH}`, [new Date(), batchSize]);
+    // No time given, as on the reaper's timer: expiry is the database's clock, and the plan holds no literal that changes between runs.
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${statement}`, [null, batchSize]);
     return rows.map((row) => row['QUERY PLAN'].trim());
   });
 }

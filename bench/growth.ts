@@ -4,7 +4,7 @@
  * grows, and while the reaper deletes a backlog. See bench/README.md.
  */
 import { runBenchCommand } from './command-main.js';
-import { GROWTH_USAGE, parseGrowthOptions } from './growth-options.js';
+import { GROWTH_COMMAND_LINE, growthOptions } from './growth-options.js';
 import { runGrowthSession } from './growth-session.js';
 
-runBenchCommand({ tag: 'growth', usage: GROWTH_USAGE, parse: parseGrowthOptions, session: runGrowthSession });
+runBenchCommand({ tag: 'growth', line: GROWTH_COMMAND_LINE, options: growthOptions, session: runGrowthSession });

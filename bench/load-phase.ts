@@ -10,20 +10,25 @@ let running: autocannon.Instance | undefined;
 /** Runs one phase of load against `url` with autocannon and summarises it. */
 export async function runPhase(url: string, body: string, phase: LoadPhase): Promise<PhaseResult> {
   const clients = new KeyedClients(phase.keys, phase.connections);
-  const instance = autocannon({
-    url,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-    connections: phase.connections,
-    ...(phase.amount !== undefined ? { amount: phase.amount } : { duration: phase.durationSeconds ?? 1 }),
-    timeout: REQUEST_TIMEOUT_SECONDS,
-    setupClient: clients.setupClient,
+  let instance: autocannon.Instance | undefined;
+  const finished = new Promise<autocannon.Result>((resolve, reject) => {
+    instance = autocannon(
+      {
+        url,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        connections: phase.connections,
+        ...(phase.amount !== undefined ? { amount: phase.amount } : { duration: phase.durationSeconds ?? 1 }),
+        timeout: REQUEST_TIMEOUT_SECONDS,
+        setupClient: clients.setupClient,
+      },
+      (error, result) => (error ? reject(error) : resolve(result)),
+    );
   });
   running = instance;
   try {
-    const result = await instance;
-    return summarise(phase, result, clients);
+    return summarise(phase, await finished, clients);
   } finally {
     running = undefined;
   }
@@ -36,14 +41,14 @@ export function stopRunningPhase(): void {
 
 function summarise(phase: LoadPhase, result: autocannon.Result, clients: KeyedClients): PhaseResult {
   const statusCounts: Record<string, number> = {};
-  for (const [status, { count }] of Object.entries(result.statusCodeStats)) statusCounts[status] = count;
+  for (const [status, { count }] of Object.entries(result.statusCodeStats ?? {})) statusCounts[status] = count ?? 0;
   const responses = result.requests.total;
   return {
     name: phase.name,
     durationSeconds: result.duration,
     responses,
     requestsPerSecond: result.duration > 0 ? responses / result.duration : 0,
-    latencyMs: latencySummary(clients.latenciesMs),
+    latencyMs: latencySummary(clients.latencyMicros),
     statusCounts,
     non2xx: result.non2xx,
     errors: result.errors,
@@ -54,14 +59,15 @@ function summarise(phase: LoadPhase, result: autocannon.Result, clients: KeyedCl
   };
 }
 
-/** Nearest-rank percentiles, rounded to a microsecond. */
-function latencySummary(latencies: number[]): PhaseResult['latencyMs'] {
-  const sorted = Float64Array.from(latencies).sort();
-  const at = (percent: number) => (sorted.length ? round3(sorted[Math.max(0, Math.ceil((percent / 100) * sorted.length) - 1)]) : NaN);
-  const total = sorted.reduce((sum, value) => sum + value, 0);
-  return { average: sorted.length ? round3(total / sorted.length) : NaN, p50: at(50), p90: at(90), p99: at(99), max: at(100) };
-}
-
-function round3(value: number): number {
-  return Math.round(value * 1000) / 1000;
+/** Percentiles from the phase's HDR histogram (3 significant digits), in milliseconds. */
+function latencySummary(histogram: KeyedClients['latencyMicros']): PhaseResult['latencyMs'] {
+  if (histogram.totalCount === 0) return { average: NaN, p50: NaN, p90: NaN, p99: NaN, max: NaN };
+  const ms = (micros: number) => micros / 1000;
+  return {
+    average: Math.round(histogram.mean) / 1000,
+    p50: ms(histogram.getValueAtPercentile(50)),
+    p90: ms(histogram.getValueAtPercentile(90)),
+    p99: ms(histogram.getValueAtPercentile(99)),
+    max: ms(histogram.maxValue),
+  };
 }

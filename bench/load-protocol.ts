@@ -1,6 +1,6 @@
 /**
- * Messages between the bench runner and its two child processes (the bench
- * app and the load generator), sent over the IPC channel of `fork()`.
+ * Messages between the bench runner and its child processes (the bench
+ * apps and the load generator), sent over the IPC channel of `fork()`.
  */
 
 /** How the load generator picks the `Idempotency-Key` of each request. */
@@ -45,6 +45,7 @@ export interface PhaseResult {
   /** Completed responses, any status. */
   responses: number;
   requestsPerSecond: number;
+  /** NaN without responses, which arrives as null over IPC (JSON): read them with `fixed()`. */
   latencyMs: { average: number; p50: number; p90: number; p99: number; max: number };
   statusCounts: Record<string, number>;
   non2xx: number;
@@ -67,4 +68,15 @@ export type LoadReply = { type: 'result'; phases: PhaseResult[] } | { type: 'fai
 export interface AppReady {
   type: 'listening';
   port: number;
+}
+
+/** Runner to bench app: report your CPU time. */
+export interface AppCpuRequest {
+  type: 'cpu';
+}
+
+/** Bench app to runner: its CPU time so far (`process.cpuUsage()`, user + system), in µs. */
+export interface AppCpu {
+  type: 'cpu';
+  micros: number;
 }

@@ -2,13 +2,14 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { commandLineOrExit, positiveNumber, valueFlag, wholeNumber } from '../harness/command-line.js';
 import { createScratchDatabase, withClient } from '../src/demo/database/scratch-database.js';
 import { sharedTempDir, startEmbeddedPostgres } from '../src/demo/database/embedded-postgres.js';
 import { ChaosNats } from '../chaos/nats-server.js';
 import { startDemoProcess } from '../test/support/demo-process.js';
 
 /**
- * `npm run bench:relay [-- --events 20000 --duration 20 --connections 16]`:
+ * `npm run bench:relay [-- flags]` (`--help` lists them):
  * 1. relay throughput: `--events` pending order.created events, then one
  *    relay process (the demo worker, relay only) publishing them to JetStream
  *    with an ack each: events per second until none is pending;
@@ -20,13 +21,16 @@ import { startDemoProcess } from '../test/support/demo-process.js';
  * PostgreSQL: DATABASE_URL, else embedded. NATS: a private nats-server
  * (NATS_SERVER_BINARY, else nats-server on PATH), else NATS_URL.
  */
-const flag = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(process.argv[at + 1]);
-};
-const events = flag('events', 20_000);
-const durationS = flag('duration', 20);
-const connections = flag('connections', 16);
+const values = commandLineOrExit({
+  command: 'npm run bench:relay --',
+  flags: {
+    events: valueFlag({ placeholder: '<n>', description: 'pending events the relay publishes (2000 at most for one ordering key)', default: '20000', parse: wholeNumber() }),
+    duration: valueFlag({ placeholder: '<s>', description: 'seconds of first-execution load for the end-to-end lag', default: '20', parse: positiveNumber() }),
+    connections: valueFlag({ placeholder: '<n>', description: 'concurrent clients creating orders', default: '16', parse: wholeNumber() }),
+  },
+  footer: 'PostgreSQL: DATABASE_URL, else embedded. NATS: a private nats-server, else NATS_URL.',
+});
+const { events, duration: durationS, connections } = values;
 const WORKER = fileURLToPath(new URL('../src/demo/worker.js', import.meta.url));
 
 const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: sharedTempDir('relay-bench-data', String(process.pid)) });

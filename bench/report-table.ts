@@ -1,23 +1,31 @@
-import type { EncryptionRatio, HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary } from './statistics.js';
+import type { HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary, TwinRatio } from './statistics.js';
 
-/** The printed report: per-round numbers, medians with ratios, the headline ratios and the burst outcomes. */
+/** The printed report: per-round numbers, medians with ratios and CPU per request, the headline ratios, the twins and the burst outcomes. */
 export function formatReport(
   runs: readonly ScenarioRun[],
   summaries: readonly ScenarioSummary[],
   ratios: readonly RatioToBare[],
   headline: HeadlineRatios,
-  encryption: readonly EncryptionRatio[] = [],
+  twins: readonly TwinRatio[] = [],
 ): string {
   const labelOf = new Map(summaries.map((summary) => [summary.id, summary.label]));
   const perRound = table(
-    ['scenario', 'round', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx'],
+    ['scenario', 'round', 'req/s', 'p50 ms', 'p99 ms', 'app µs/req', 'pg µs/req', 'redis µs/req', 'non-2xx'],
     [...runs]
       .sort((a, b) => summaries.findIndex((s) => s.id === a.scenario) - summaries.findIndex((s) => s.id === b.scenario) || a.round - b.round)
-      .map((run) => [labelOf.get(run.scenario) ?? run.scenario, String(run.round), fixed(run.measured.requestsPerSecond, 0), fixed(run.measured.latencyMs.p50, 1), fixed(run.measured.latencyMs.p99, 1), String(run.measured.non2xx)]),
+      .map((run) => [
+        labelOf.get(run.scenario) ?? run.scenario,
+        String(run.round),
+        fixed(run.measured.requestsPerSecond, 0),
+        fixed(run.measured.latencyMs.p50, 1),
+        fixed(run.measured.latencyMs.p99, 1),
+        ...cpuCells({ app: run.cpu.appMicrosPerRequest, postgres: run.cpu.postgresMicrosPerRequest, redis: run.cpu.redisMicrosPerRequest }),
+        String(run.measured.non2xx),
+      ]),
   );
   const ratioOf = new Map(ratios.map((ratio) => [ratio.id, ratio]));
   const medians = table(
-    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ bare', 'per round', 'p99 ÷ bare', 'non-2xx', 'statuses'],
+    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'app µs/req', 'pg µs/req', 'redis µs/req', 'req/s ÷ bare', 'per round', 'p99 ÷ bare', 'non-2xx', 'statuses'],
     summaries.map((summary) => {
       const ratio = ratioOf.get(summary.id);
       return [
@@ -25,6 +33,7 @@ export function formatReport(
         fixed(summary.medianRequestsPerSecond, 0),
         fixed(summary.medianP50Ms, 1),
         fixed(summary.medianP99Ms, 1),
+        ...cpuCells(summary.medianCpuMicrosPerRequest),
         ratio ? fixed(ratio.throughput, 2) : '-',
         ratio ? ratio.throughputByRound.map((value) => fixed(value, 2)).join(' ') : '-',
         ratio ? fixed(ratio.p99, 2) : '-',
@@ -44,13 +53,20 @@ export function formatReport(
     'Ratios of medians',
     ...headlineLines(headline),
   ];
-  if (encryption.length) {
+  if (twins.length) {
     lines.push(
       '',
-      'Encryption at rest: encrypted ÷ the same app without encryption, both without a replay cache',
+      'Twins: each scenario against one that differs in one thing only (ratios of medians; CPU: difference of medians)',
       table(
-        ['path', 'req/s ratio', 'per round', 'p99 ratio'],
-        encryption.map((ratio) => [ratio.path === 'first' ? 'first execution' : 'replay (reads and decrypts)', fixed(ratio.throughput, 2), ratio.throughputByRound.map((value) => fixed(value, 2)).join(' '), fixed(ratio.p99, 2)]),
+        ['what differs', 'req/s ratio', 'per round', 'p99 ratio', 'app µs/req', 'pg µs/req'],
+        twins.map((ratio) => [
+          ratio.name,
+          fixed(ratio.throughput, 2),
+          ratio.throughputByRound.map((value) => fixed(value, 2)).join(' '),
+          fixed(ratio.p99, 2),
+          signed(ratio.appCpuMicros),
+          signed(ratio.postgresCpuMicros),
+        ]),
       ),
     );
   }
@@ -88,6 +104,15 @@ function statusText(summary: ScenarioSummary): string {
   return Object.entries(summary.statusCounts)
     .map(([status, count]) => `${status}×${count}`)
     .join(' ');
+}
+
+/** CPU µs per request of the app, PostgreSQL and Redis, `-` where not measured. */
+function cpuCells(cpu: { app?: number; postgres?: number; redis?: number }): string[] {
+  return [cpu.app, cpu.postgres, cpu.redis].map((micros) => fixed(micros ?? NaN, 0));
+}
+
+function signed(value: number | undefined): string {
+  return value === undefined ? '-' : `${value >= 0 ? '+' : ''}${value.toFixed(0)}`;
 }
 
 /** `value` with `digits` decimals, or `-` when it is not a finite number. */

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type autocannon from 'autocannon';
+import hdr from 'hdr-histogram-js';
 import type { BurstOverlap, KeyPlan } from './load-protocol.js';
 
 const REPLAYED_HEADER = 'idempotent-replayed';
@@ -30,8 +33,8 @@ interface BurstGroup {
 export class KeyedClients {
   replayed2xx = 0;
   fresh2xx = 0;
-  /** Milliseconds from write to complete response; autocannon's own histogram keeps whole milliseconds only. */
-  readonly latenciesMs: number[] = [];
+  /** Microseconds from write to complete response, 3 significant digits; autocannon's own histogram keeps whole milliseconds only. */
+  readonly latencyMicros = hdr.build({ numberOfSignificantValueDigits: 3 });
   private clients = 0;
   private cycled = 0;
   private readonly groups = new Map<string, BurstGroup>();
@@ -45,18 +48,18 @@ export class KeyedClients {
   readonly setupClient = (client: autocannon.Client): void => {
     const index = this.clients++;
     const inFlight: InFlight = { key: '', sentAt: 0, sent: 0 };
-    // Emitted right before each write, after the request was built.
-    client.on('request', () => {
+    // Emitted right before each write, after the request was built; not in autocannon's typings.
+    (client as EventEmitter).on('request', () => {
       inFlight.sentAt = performance.now();
     });
     client.setRequests([
       {
         setupRequest: (request) => {
           inFlight.key = this.keyFor(index, inFlight.sent++);
-          request.headers['idempotency-key'] = inFlight.key;
+          (request.headers ??= {})['idempotency-key'] = inFlight.key;
           return request;
         },
-        onResponse: (status, _body, _context, headers) => this.record(index, inFlight, status, headers),
+        onResponse: (status, _body, _context, headers) => this.record(index, inFlight, status, headers ?? {}),
       },
     ]);
   };
@@ -88,8 +91,8 @@ export class KeyedClients {
     }
   }
 
-  private record(client: number, inFlight: InFlight, status: number, headers: Record<string, string | string[]>): void {
-    this.latenciesMs.push(performance.now() - inFlight.sentAt);
+  private record(client: number, inFlight: InFlight, status: number, headers: IncomingHttpHeaders): void {
+    this.latencyMicros.recordValue(Math.round((performance.now() - inFlight.sentAt) * 1000));
     if (status >= 200 && status < 300) {
       if (isReplayed(headers)) this.replayed2xx++;
       else this.fresh2xx++;
@@ -117,7 +120,7 @@ export class KeyedClients {
   }
 }
 
-function isReplayed(headers: Record<string, string | string[]>): boolean {
+function isReplayed(headers: IncomingHttpHeaders): boolean {
   for (const name in headers) {
     if (name.length === REPLAYED_HEADER.length && name.toLowerCase() === REPLAYED_HEADER) return String(headers[name]) === 'true';
   }

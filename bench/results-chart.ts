@@ -12,10 +12,18 @@ interface ChartRow {
   p99Ms: number;
 }
 
+/** One process's median CPU time per request in one scenario. */
+interface CpuRow {
+  scenario: string;
+  process: string;
+  microsPerRequest: number;
+}
+
 /**
  * The results as an SVG: throughput and p99 latency by scenario, a bar for
  * the median over rounds and a dot for each round, so the spread between
- * rounds is as visible as the median. Rendered headless: vega-lite compiles
+ * rounds is as visible as the median; and the median CPU time per request of
+ * the app, PostgreSQL and Redis, stacked. Rendered headless: vega-lite compiles
  * to a vega spec, and a vega View without a renderer writes the SVG.
  */
 export async function renderResultsChart(runs: readonly ScenarioRun[], summaries: readonly ScenarioSummary[], subtitle: string): Promise<string> {
@@ -27,11 +35,20 @@ export async function renderResultsChart(runs: readonly ScenarioRun[], summaries
     p99Ms: round1(run.measured.latencyMs.p99),
   }));
   const order = summaries.map((summary) => summary.label);
+  const cpu: CpuRow[] = summaries.flatMap((summary) =>
+    (['app', 'postgres', 'redis'] as const).flatMap((process) => {
+      const micros = summary.medianCpuMicrosPerRequest[process];
+      return micros === undefined ? [] : [{ scenario: summary.label, process: process === 'postgres' ? 'PostgreSQL' : process === 'app' ? 'app' : 'Redis', microsPerRequest: Math.round(micros) }];
+    }),
+  );
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: { text: 'Idempotency layer against the bare business transaction', subtitle: [subtitle, 'bars: median over rounds; dots: one per round'], anchor: 'start' },
-    data: { values },
-    hconcat: [panel('requestsPerSecond', 'requests per second', order, ',.0f'), panel('p99Ms', 'p99 latency (ms)', order, '.1f')],
+    hconcat: [
+      { data: { values }, ...panel('requestsPerSecond', 'requests per second', order, ',.0f') },
+      { data: { values }, ...panel('p99Ms', 'p99 latency (ms)', order, '.1f') },
+      ...(cpu.length ? [cpuPanel(cpu, order)] : []),
+    ],
     config: { font: 'sans-serif', view: { stroke: null } },
   };
   return renderChart(spec);
@@ -45,6 +62,22 @@ export async function renderChart(spec: TopLevelSpec): Promise<string> {
   } finally {
     view.finalize();
   }
+}
+
+/** Median CPU µs per request by scenario, one stacked segment per process. */
+function cpuPanel(rows: CpuRow[], order: string[]): PanelSpec {
+  return {
+    data: { values: rows },
+    width: 380,
+    height: 240,
+    title: 'CPU µs per request (medians)',
+    mark: 'bar',
+    encoding: {
+      x: { field: 'scenario', type: 'nominal', sort: order, title: null, axis: { labelAngle: -35 } },
+      y: { field: 'microsPerRequest', type: 'quantitative', stack: 'zero', title: null },
+      color: { field: 'process', type: 'nominal', sort: ['app', 'PostgreSQL', 'Redis'], title: null, legend: { orient: 'bottom' } },
+    },
+  };
 }
 
 /** One measure by scenario: median bar, its value above it, and a dot per round. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchOptions } from './cli-options.js';
-import type { EncryptionRatio, HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary } from './statistics.js';
+import type { HeadlineRatios, RatioToBare, ScenarioRun, ScenarioSummary, TwinRatio } from './statistics.js';
 
 /** The checkout: this file runs from dist/bench/. */
 const CHECKOUT_DIR = fileURLToPath(new URL('../../', import.meta.url));
@@ -35,8 +35,8 @@ export interface BenchResults {
   machine: MachineDescription;
   notes: string[];
   headline: HeadlineRatios;
-  /** Encrypted against plain, both without a replay cache, where both ran. */
-  encryption: EncryptionRatio[];
+  /** Each scenario against its twin (encryption, read-first, pipelining), where both ran. */
+  twins: TwinRatio[];
   ratiosToBare: RatioToBare[];
   scenarios: ScenarioSummary[];
   /** Raw numbers of every phase of every scenario in every round. */

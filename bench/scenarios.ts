@@ -1,4 +1,5 @@
-import type { BenchOptions } from './cli-options.js';
+import { randomBytes } from 'node:crypto';
+import type { BenchAppOptions } from './bench-app.module.js';
 import type { KeyPlan, LoadJob, LoadPhase, PhaseResult } from './load-protocol.js';
 
 /** The scenario ids `--only` takes. */
@@ -12,16 +13,29 @@ export type ScenarioId =
   | 'peer-replay'
   | 'uncached-first'
   | 'uncached-replay'
+  | 'claim-replay'
+  | 'unpipelined-first'
   | 'encrypted-first'
   | 'encrypted-replay';
 
 /**
- * Which bench app process a scenario loads: `main` (the module's defaults),
- * `uncached` (`replayCacheSize: 0`, so every replay reads its record) or
- * `encrypted` (the same, with `encryption` on). The last two differ only by
- * encryption, so their ratio is its cost.
+ * The bench app processes, by what differs from the module's defaults: the
+ * module options are global to an app, so each variant is a process of its
+ * own, started only when one of its scenarios runs.
  */
-export type BenchAppVariant = 'main' | 'uncached' | 'encrypted';
+export const APP_VARIANTS = {
+  main: () => ({}),
+  /** Every replay reads its record: the base of the encryption and read-first ratios. */
+  uncached: () => ({ idempotency: { replayCacheSize: 0 } }),
+  /** `uncached`, with no read before the claim: every replay goes through the claim. */
+  'claim-first-replays': () => ({ idempotency: { replayCacheSize: 0 }, readFirst: false }),
+  /** node-postgres pipelining off: BEGIN, the claim, the outcome and COMMIT each wait for the previous answer. */
+  unpipelined: () => ({ pipeline: false }),
+  // A fresh key per run: the bench database is dropped at the end, and nothing sealed outlives it.
+  encrypted: () => ({ idempotency: { replayCacheSize: 0, encryption: { keys: [{ id: 'bench', key: randomBytes(32).toString('base64') }] } } }),
+} satisfies Record<string, () => Omit<BenchAppOptions, 'databaseUrl' | 'peer'>>;
+
+export type BenchAppVariant = keyof typeof APP_VARIANTS;
 
 /** One kind of load against one bench route. */
 export interface Scenario {
@@ -38,19 +52,50 @@ export interface Scenario {
   replays: 'all' | 'none' | 'any';
 }
 
+const IDEMPOTENT = '/bench/orders/idempotent';
+/** A first execution (fresh keys) or a replay (a pool of completed keys, cycled) of ours on an app variant. */
+const ours = (id: ScenarioId, label: string, app: BenchAppVariant, replay: boolean, path = IDEMPOTENT): Scenario => ({
+  id,
+  label,
+  path,
+  keys: replay ? 'cycle' : 'fresh',
+  peer: false,
+  app,
+  statuses: [201],
+  replays: replay ? 'all' : 'none',
+});
+
 /** In the order they run in each round; every scenario sends the same body and an Idempotency-Key. */
 export const SCENARIOS: readonly Scenario[] = [
   { id: 'floor', label: 'framework floor', path: '/bench/floor', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
   { id: 'bare', label: 'bare transaction', path: '/bench/orders/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
-  { id: 'first', label: 'first execution', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
-  { id: 'replay', label: 'replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'main', statuses: [201], replays: 'all' },
-  { id: 'bursts', label: 'duplicate bursts', path: '/bench/orders/idempotent', keys: 'burst', peer: false, app: 'main', statuses: [201, 409], replays: 'any' },
+  ours('first', 'first execution', 'main', false),
+  ours('replay', 'replay', 'main', true),
+  { id: 'bursts', label: 'duplicate bursts', path: IDEMPOTENT, keys: 'burst', peer: false, app: 'main', statuses: [201, 409], replays: 'any' },
   { id: 'peer-first', label: 'peer first execution', path: '/bench/peer/orders', keys: 'fresh', peer: true, app: 'main', statuses: [201], replays: 'none' },
   { id: 'peer-replay', label: 'peer replay', path: '/bench/peer/orders', keys: 'cycle', peer: true, app: 'main', statuses: [201], replays: 'all' },
-  { id: 'uncached-first', label: 'first, cache off', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'uncached', statuses: [201], replays: 'none' },
-  { id: 'uncached-replay', label: 'replay, cache off', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'uncached', statuses: [201], replays: 'all' },
-  { id: 'encrypted-first', label: 'encrypted first', path: '/bench/orders/idempotent', keys: 'fresh', peer: false, app: 'encrypted', statuses: [201], replays: 'none' },
-  { id: 'encrypted-replay', label: 'encrypted replay', path: '/bench/orders/idempotent', keys: 'cycle', peer: false, app: 'encrypted', statuses: [201], replays: 'all' },
+  ours('uncached-first', 'first, cache off', 'uncached', false),
+  ours('uncached-replay', 'replay, cache off', 'uncached', true),
+  ours('claim-replay', 'replay, no read-first', 'claim-first-replays', true),
+  ours('unpipelined-first', 'first, no pipelining', 'unpipelined', false),
+  ours('encrypted-first', 'encrypted first', 'encrypted', false),
+  ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
+];
+
+/** A scenario against its twin, which differs in one thing only: the ratio is that thing's cost. */
+export interface Twins {
+  /** What differs, e.g. `encryption, first execution`. */
+  name: string;
+  subject: ScenarioId;
+  base: ScenarioId;
+}
+
+/** The twin comparisons printed and written where both scenarios ran. */
+export const TWINS: readonly Twins[] = [
+  { name: 'encryption, first execution', subject: 'encrypted-first', base: 'uncached-first' },
+  { name: 'encryption, replay (reads and decrypts)', subject: 'encrypted-replay', base: 'uncached-replay' },
+  { name: 'no read-first, replay from the table', subject: 'claim-replay', base: 'uncached-replay' },
+  { name: 'no pipelining, first execution', subject: 'unpipelined-first', base: 'first' },
 ];
 
 /** The demo's order body: valid for CreateOrderDto, identical on every request so replays match their fingerprint. */
@@ -65,7 +110,7 @@ export const ORDER_BODY = JSON.stringify({ sku: 'bench-sku-1', quantity: 2 });
 export function loadJobFor(
   scenario: Pick<Scenario, 'path' | 'keys'> & { id: string },
   round: number,
-  options: Pick<BenchOptions, 'connections' | 'replayKeys' | 'warmupSeconds' | 'durationSeconds'> & Partial<Pick<BenchOptions, 'burstSize'>>,
+  options: { connections: number; replayKeys: number; warmupSeconds: number; durationSeconds: number; burstSize?: number },
   runId: string,
   appUrl: string,
 ): LoadJob {

@@ -1,5 +1,6 @@
+import type { CpuCost } from './cpu-cost.js';
 import type { PhaseResult } from './load-protocol.js';
-import type { Scenario, ScenarioId } from './scenarios.js';
+import { type Scenario, type ScenarioId, TWINS, type Twins } from './scenarios.js';
 
 /** One scenario measured in one round. */
 export interface ScenarioRun {
@@ -8,6 +9,8 @@ export interface ScenarioRun {
   /** Every phase: prepare (replay scenarios, first round), warm-up, measure. */
   phases: PhaseResult[];
   measured: PhaseResult;
+  /** CPU time of the app, PostgreSQL and Redis during the measured phase. */
+  cpu: CpuCost;
   problems: string[];
 }
 
@@ -30,6 +33,8 @@ export interface ScenarioSummary extends RunSummary {
   replayed2xx: number;
   fresh2xx: number;
   burst?: { completeGroups: number; overlappingGroups: number };
+  /** Medians over rounds of CPU µs per 2xx answer; unset where not measured. */
+  medianCpuMicrosPerRequest: { app?: number; postgres?: number; redis?: number };
 }
 
 /** A scenario against the bare transaction: ratios of medians, and the same ratio round by round. */
@@ -52,39 +57,39 @@ export interface HeadlineRatios {
   firstExecutionVersusPeer?: number;
 }
 
-/** What encryption at rest costs: an encrypted scenario against its plain twin, both without a replay cache. */
-export interface EncryptionRatio {
-  /** `first` or `replay`. */
-  path: 'first' | 'replay';
-  encrypted: ScenarioId;
-  plain: ScenarioId;
-  /** Encrypted ÷ plain median req/s: below 1 means slower. */
+/** A scenario against its twin (see TWINS in scenarios.ts): what the one difference between them costs. */
+export interface TwinRatio extends Twins {
+  /** Subject ÷ base median req/s: below 1 means slower. */
   throughput: number;
-  /** Encrypted ÷ plain median p99: above 1 means slower. */
+  /** Subject ÷ base median p99: above 1 means slower. */
   p99: number;
   throughputByRound: number[];
+  /** Subject − base median CPU µs per request, where measured: what the difference costs each process. */
+  appCpuMicros?: number;
+  postgresCpuMicros?: number;
 }
 
-const ENCRYPTION_PAIRS: ReadonlyArray<Pick<EncryptionRatio, 'path' | 'encrypted' | 'plain'>> = [
-  { path: 'first', encrypted: 'encrypted-first', plain: 'uncached-first' },
-  { path: 'replay', encrypted: 'encrypted-replay', plain: 'uncached-replay' },
-];
-
-/** Encrypted ÷ plain for first executions and replays, from medians and round by round, where both scenarios ran. */
-export function encryptionRatios(summaries: readonly ScenarioSummary[], runs: readonly ScenarioRun[]): EncryptionRatio[] {
-  return ENCRYPTION_PAIRS.flatMap((pair) => {
-    const encrypted = summaries.find((summary) => summary.id === pair.encrypted);
-    const plain = summaries.find((summary) => summary.id === pair.plain);
-    if (!encrypted || !plain) return [];
-    const plainByRound = new Map(runs.filter((run) => run.scenario === pair.plain).map((run) => [run.round, run.measured]));
+/** Every twin comparison whose two scenarios both ran, from medians and round by round. */
+export function twinRatios(summaries: readonly ScenarioSummary[], runs: readonly ScenarioRun[]): TwinRatio[] {
+  return TWINS.flatMap((twins) => {
+    const subject = summaries.find((summary) => summary.id === twins.subject);
+    const base = summaries.find((summary) => summary.id === twins.base);
+    if (!subject || !base) return [];
+    const baseByRound = new Map(runs.filter((run) => run.scenario === twins.base).map((run) => [run.round, run.measured]));
+    const difference = (process: 'app' | 'postgres') => {
+      const [a, b] = [subject.medianCpuMicrosPerRequest[process], base.medianCpuMicrosPerRequest[process]];
+      return a === undefined || b === undefined ? undefined : Math.round((a - b) * 10) / 10;
+    };
     return [
       {
-        ...pair,
-        throughput: encrypted.medianRequestsPerSecond / plain.medianRequestsPerSecond,
-        p99: encrypted.medianP99Ms / plain.medianP99Ms,
+        ...twins,
+        throughput: subject.medianRequestsPerSecond / base.medianRequestsPerSecond,
+        p99: subject.medianP99Ms / base.medianP99Ms,
         throughputByRound: runs
-          .filter((run) => run.scenario === pair.encrypted && plainByRound.has(run.round))
-          .map((run) => run.measured.requestsPerSecond / plainByRound.get(run.round)!.requestsPerSecond),
+          .filter((run) => run.scenario === twins.subject && baseByRound.has(run.round))
+          .map((run) => run.measured.requestsPerSecond / baseByRound.get(run.round)!.requestsPerSecond),
+        appCpuMicros: difference('app'),
+        postgresCpuMicros: difference('postgres'),
       },
     ];
   });
@@ -123,6 +128,11 @@ export function summarise(scenarios: readonly Scenario[], runs: readonly Scenari
           ? { completeGroups: sum(bursts.map((b) => b.completeGroups)), overlappingGroups: sum(bursts.map((b) => b.overlappingGroups)) }
           : undefined,
         problems: own.flatMap((run) => run.problems.map((problem) => `round ${run.round} ${problem}`)),
+        medianCpuMicrosPerRequest: {
+          app: medianOf(own.map((run) => run.cpu.appMicrosPerRequest)),
+          postgres: medianOf(own.map((run) => run.cpu.postgresMicrosPerRequest)),
+          redis: medianOf(own.map((run) => run.cpu.redisMicrosPerRequest)),
+        },
       },
     ];
   });
@@ -162,4 +172,10 @@ export function headlineRatios(ratios: readonly RatioToBare[], summaries: readon
 
 function sum(values: readonly number[]): number {
   return values.reduce((total, value) => total + value, 0);
+}
+
+/** The median of the values that were measured, or undefined when none was. */
+function medianOf(values: ReadonlyArray<number | undefined>): number | undefined {
+  const measured = values.filter((value): value is number => value !== undefined && Number.isFinite(value));
+  return measured.length ? median(measured) : undefined;
 }

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { commandLineOrExit, valueFlag, wholeNumber } from '../harness/command-line.js';
 import { createScratchDatabase, withClient } from '../src/demo/database/scratch-database.js';
 import { sharedTempDir, startEmbeddedPostgres } from '../src/demo/database/embedded-postgres.js';
 import { startFakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
@@ -9,15 +10,19 @@ import { startDemoProcess } from '../test/support/demo-process.js';
  * How long a phased payment stays unfinished after its owner dies between the
  * external charge and the final commit: until a retrying client gets its 201,
  * and, with no client, until the reaper of a surviving instance completes it.
- * `npm run bench:takeover [-- --trials 5 --lease 2000 --reaper 1000]`
+ * `npm run bench:takeover [-- flags]`; `--help` lists them.
  */
-const flag = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(process.argv[at + 1]);
+const COMMAND_LINE = {
+  command: 'npm run bench:takeover --',
+  flags: {
+    trials: valueFlag({ placeholder: '<n>', description: 'trials of each ending (a retrying client, the reaper)', default: '5', parse: wholeNumber() }),
+    lease: valueFlag({ placeholder: '<ms>', description: 'the lease of the phased payment', default: '2000', parse: wholeNumber() }),
+    reaper: valueFlag({ placeholder: '<ms>', description: 'reaper interval of the surviving instance', default: '1000', parse: wholeNumber() }),
+  },
+  footer: 'PostgreSQL: DATABASE_URL if set, else an embedded server started for the run.',
 };
-const trials = flag('trials', 5);
-const leaseMs = flag('lease', 2000);
-const reaperMs = flag('reaper', 1000);
+const values = commandLineOrExit(COMMAND_LINE);
+const { trials, lease: leaseMs, reaper: reaperMs } = values;
 
 const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: sharedTempDir('takeover-data', String(process.pid)) });
 const database = await createScratchDatabase(process.env.DATABASE_URL ?? embedded!.url, 'idempotency_takeover');

@@ -1,15 +1,14 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/demo/database/embedded-postgres.js';
+import { SupervisedProcess } from '../harness/supervised-process.js';
 import { isHealthy } from './health.js';
 
 /** The compiled demo; this file is compiled to dist/chaos/. */
 const DEMO_MAIN = fileURLToPath(new URL('../src/demo/main.js', import.meta.url));
 /** Migrations, and TypeORM's own connection retries while PostgreSQL restarts, fit in this. */
 const HEALTHY_TIMEOUT_MS = 60_000;
-const STOP_GRACE_MS = 5_000;
 const TAIL_LINES = 30;
 /** Spawns per start: a crash while booting is the product's to answer for, not the run's end. */
 const START_ATTEMPTS = 3;
@@ -27,15 +26,11 @@ export interface UnexpectedExit {
 interface Slot {
   port: number;
   url: string;
-  child?: ChildProcess;
-  exited?: Promise<void>;
-  /** Set while the harness itself stops the child, so its exit is not a crash. */
-  stopping: boolean;
+  process?: SupervisedProcess;
   /** Started and healthy since. */
   serving: boolean;
   /** Inside a kill-and-restart, which brings it back itself. */
   restarting: boolean;
-  tail: string[];
 }
 
 /**
@@ -62,7 +57,7 @@ export class DemoCluster {
     const slots: Slot[] = [];
     for (let i = 0; i < count; i++) {
       const port = await freePort();
-      slots.push({ port, url: `http://127.0.0.1:${port}`, stopping: false, serving: false, restarting: false, tail: [] });
+      slots.push({ port, url: `http://127.0.0.1:${port}`, serving: false, restarting: false });
     }
     const cluster = new DemoCluster(slots, env, logFile);
     try {
@@ -83,8 +78,7 @@ export class DemoCluster {
   }
 
   isRunning(instance: number): boolean {
-    const child = this.slots[instance].child;
-    return child !== undefined && child.exitCode === null && child.signalCode === null;
+    return this.slots[instance].process?.running === true;
   }
 
   /** Running, and healthy since it was started: safe to count on. */
@@ -101,40 +95,26 @@ export class DemoCluster {
     for (let attempt = 1; ; attempt++) {
       const outcome = await this.spawnUntilHealthy(instance);
       if (outcome === 'healthy') return;
-      if (attempt >= START_ATTEMPTS) throw new Error(`instance ${instance} ${outcome} ${attempt} times in a row:\n${this.slots[instance].tail.join('\n')}`);
+      if (attempt >= START_ATTEMPTS) throw new Error(`instance ${instance} ${outcome} ${attempt} times in a row:\n${this.tailOf(instance)}`);
     }
   }
 
   private async spawnUntilHealthy(instance: number): Promise<'healthy' | 'exited while starting'> {
     const slot = this.slots[instance];
-    const child = spawn(process.execPath, [DEMO_MAIN], {
-      env: { ...process.env, ...this.env, PORT: String(slot.port), NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const child = new SupervisedProcess({
+      script: DEMO_MAIN,
+      env: { ...this.env, PORT: String(slot.port), NO_COLOR: '1' },
+      output: { log: this.log, name: `instance ${instance}`, tailLines: TAIL_LINES },
     });
-    slot.child = child;
-    slot.stopping = false;
+    slot.process = child;
     slot.serving = false;
-    slot.tail = [];
-    this.log.write(`--- instance ${instance} started (pid ${child.pid}) at ${new Date().toISOString()}\n`);
-    const record = (chunk: Buffer) => {
-      const text = chunk.toString('utf8');
-      for (const line of text.split('\n').filter(Boolean)) this.log.write(`[${instance}] ${line}\n`);
-      slot.tail.push(...text.split('\n').filter(Boolean));
-      slot.tail.splice(0, Math.max(0, slot.tail.length - TAIL_LINES));
-    };
-    child.stdout!.on('data', record);
-    child.stderr!.on('data', record);
-    slot.exited = new Promise<void>((resolve) =>
-      child.once('exit', (code, signal) => {
-        this.log.write(`--- instance ${instance} exited (code ${code}, signal ${signal})\n`);
-        if (!slot.stopping) this.unexpectedExits.push({ instance, at: Date.now(), code, signal, tail: [...slot.tail] });
-        resolve();
-      }),
-    );
+    void child.ended.then((end) => {
+      if (!end.stoppedBySupervisor) this.unexpectedExits.push({ instance, at: Date.now(), code: end.code, signal: end.signal, tail: [...child.tail] });
+    });
     const deadline = Date.now() + HEALTHY_TIMEOUT_MS;
     while (!(await isHealthy(slot.url))) {
       if (!this.isRunning(instance)) return 'exited while starting';
-      if (Date.now() > deadline) throw new Error(`instance ${instance} not healthy after ${HEALTHY_TIMEOUT_MS} ms:\n${slot.tail.join('\n')}`);
+      if (Date.now() > deadline) throw new Error(`instance ${instance} not healthy after ${HEALTHY_TIMEOUT_MS} ms:\n${this.tailOf(instance)}`);
       await sleep(100);
     }
     slot.serving = true;
@@ -144,11 +124,8 @@ export class DemoCluster {
   /** SIGKILL: no shutdown hook runs; PostgreSQL sees the connections drop and rolls back open transactions. */
   async kill(instance: number): Promise<void> {
     const slot = this.slots[instance];
-    if (!this.isRunning(instance)) return;
-    slot.stopping = true;
     slot.serving = false;
-    slot.child!.kill('SIGKILL');
-    await slot.exited;
+    await slot.process?.kill();
   }
 
   /** SIGKILL, a pause, then a start on the same port; resolves once it is healthy again. */
@@ -187,25 +164,16 @@ export class DemoCluster {
 
   /** SIGTERM to all, then SIGKILL after a grace period. */
   async stopAll(): Promise<void> {
-    await Promise.all(
-      this.slots.map(async (slot, i) => {
-        if (!this.isRunning(i)) return;
-        slot.stopping = true;
-        slot.child!.kill('SIGTERM');
-        const timer = setTimeout(() => slot.child!.kill('SIGKILL'), STOP_GRACE_MS);
-        await slot.exited;
-        clearTimeout(timer);
-      }),
-    );
+    await Promise.all(this.slots.map((slot) => slot.process?.stop()));
     await new Promise<void>((resolve) => this.log.end(resolve));
   }
 
   /** Synchronous last resort on an interrupt: no instance may outlive the harness. */
   killAllNow(): void {
-    for (let i = 0; i < this.slots.length; i++) {
-      if (!this.isRunning(i)) continue;
-      this.slots[i].stopping = true;
-      this.slots[i].child!.kill('SIGKILL');
-    }
+    for (const slot of this.slots) slot.process?.killNow();
+  }
+
+  private tailOf(instance: number): string {
+    return this.slots[instance].process?.tail.join('\n') ?? '';
   }
 }

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { type CommandLine, type CommandLineValues, type Flag, positiveNumber, valueFlag, wholeNumber } from '../harness/command-line.js';
 
 /** The settings of one chaos run. */
 export interface ChaosOptions {
@@ -12,45 +12,34 @@ export interface ChaosOptions {
   workers: number;
 }
 
-/** Printed by `--help` and after a bad flag. */
-export const USAGE = `Usage: npm run chaos -- [flags]
-
-  --duration <s>    seconds of traffic under faults (default 60)
-  --seed <n>        seed of the traffic mix and the fault schedule (default: random, printed)
-  --instances <n>   demo app instances, 2 to 8 (default 3)
-  --workers <n>     concurrent traffic workers, 1 to 64 (default 24)
-  --help            this text
-
-PostgreSQL: a fresh database on the server of DATABASE_URL if set (the
-restart fault is then skipped), else an embedded server started for the run.`;
-
-/** Parses the command line; throws with a message naming the bad flag. */
-export function parseChaosOptions(argv: string[]): ChaosOptions | 'help' {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      duration: { type: 'string', default: '60' },
-      seed: { type: 'string' },
-      instances: { type: 'string', default: '3' },
-      workers: { type: 'string', default: '24' },
-      help: { type: 'boolean', default: false },
-    },
-  });
-  if (values.help) return 'help';
-  return {
-    durationSeconds: bounded('duration', values.duration, 1, 3600, false),
+/** The flags of `npm run chaos`; each default is written here once, and the help text comes from them. */
+export const CHAOS_COMMAND_LINE = {
+  command: 'npm run chaos --',
+  flags: {
+    duration: valueFlag({ placeholder: '<s>', description: 'seconds of traffic under faults, up to 3600', default: '60', parse: upTo(3600) }),
     // Within 2^31 so that it prints, parses and seeds the same everywhere.
-    seed: values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : bounded('seed', values.seed, 0, 2 ** 31 - 1, true),
-    instances: bounded('instances', values.instances, 2, 8, true),
-    workers: bounded('workers', values.workers, 1, 64, true),
+    seed: valueFlag({ placeholder: '<n>', description: 'seed of the traffic mix and the fault schedule', defaultNote: 'random, printed', parse: wholeNumber(0, 2 ** 31 - 1) }),
+    instances: valueFlag({ placeholder: '<n>', description: 'demo app instances, 2 to 8', default: '3', parse: wholeNumber(2, 8) }),
+    workers: valueFlag({ placeholder: '<n>', description: 'concurrent traffic workers, 1 to 64', default: '24', parse: wholeNumber(1, 64) }),
+  },
+  footer: 'PostgreSQL: a fresh database on the server of DATABASE_URL if set (the\nrestart fault is then skipped), else an embedded server started for the run.',
+} satisfies CommandLine<Record<string, Flag<unknown>>>;
+
+/** The run's settings from the parsed flags; without `--seed`, a random one. */
+export function chaosOptions(values: CommandLineValues<typeof CHAOS_COMMAND_LINE.flags>): ChaosOptions {
+  return {
+    durationSeconds: values.duration,
+    seed: values.seed ?? Math.floor(Math.random() * 2 ** 31),
+    instances: values.instances,
+    workers: values.workers,
   };
 }
 
-function bounded(flag: string, text: string, min: number, max: number, integer: boolean): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-    throw new Error(`--${flag} must be a ${integer ? 'whole ' : ''}number from ${min} to ${max}, got "${text}"`);
-  }
-  return value;
+function upTo(max: number): (text: string, name: string) => number {
+  const positive = positiveNumber();
+  return (text, name) => {
+    const value = positive(text, name);
+    if (value > max) throw new Error(`--${name} must be at most ${max}, got "${text}"`);
+    return value;
+  };
 }

@@ -10,14 +10,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { startFakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
 import { AttemptLog } from './attempt-log.js';
-import { CleanupStack } from '../bench/cleanup-stack.js';
+import { CleanupStack } from '../harness/cleanup-stack.js';
 import { DemoCluster } from './cluster.js';
 import { openChaosDatabase } from './database.js';
 import { CHAOS_STREAM, checkDelivery, CRASH_PROBABILITY, restartNatsOnce, settleDelivery, workerCrashWindows } from './delivery.js';
 import { FaultInjector } from './faults.js';
 import { checkInvariants } from './invariants.js';
 import { observe } from './observations.js';
-import { type ChaosOptions, parseChaosOptions, USAGE } from './options.js';
+import { CHAOS_COMMAND_LINE, type ChaosOptions, chaosOptions } from './options.js';
+import { parseCommandLine, usageOf } from '../harness/command-line.js';
 import { ProviderControl } from './provider-control.js';
 import { SeededRandom } from './random.js';
 import { buildReport, formatReport, writeReport } from './report.js';
@@ -52,16 +53,18 @@ const DELIVERY_SETTLE_TIMEOUT_MS = 90_000;
 const log = (line: string) => console.log(`[chaos] ${line}`);
 
 async function main(): Promise<number> {
-  let options: ReturnType<typeof parseChaosOptions>;
+  const usage = usageOf(CHAOS_COMMAND_LINE);
+  let options: ChaosOptions;
   try {
-    options = parseChaosOptions(process.argv.slice(2));
+    const values = parseCommandLine(CHAOS_COMMAND_LINE, process.argv.slice(2));
+    if (values === 'help') {
+      console.log(usage);
+      return 0;
+    }
+    options = chaosOptions(values);
   } catch (error) {
-    console.error(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    console.error(`${error instanceof Error ? error.message : String(error)}\n\n${usage}`);
     return 2;
-  }
-  if (options === 'help') {
-    console.log(USAGE);
-    return 0;
   }
   const cleanup = new CleanupStack(log);
   const running: { cluster?: DemoCluster; workers?: WorkerPool } = {};
