@@ -7,6 +7,10 @@ import { defineConfig } from 'vitest/config';
  * `emitDecoratorMetadata`.
  */
 export default defineConfig({
+  // graphql ships CommonJS (main) and ESM (module) copies; Node and the CommonJS
+  // @nestjs/graphql load the former, Vite would pick the latter, and two copies
+  // refuse each other's types ("from another module or realm").
+  resolve: { alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }] },
   test: {
     globals: true,
     include: ['src/**/*.spec.ts', 'test/**/*.spec.ts', 'test/**/*.e2e-spec.ts'],
