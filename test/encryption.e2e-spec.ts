@@ -347,7 +347,7 @@ class VouchersResolver {
 @Module({ providers: [VouchersResolver] })
 class VouchersModule {}
 
-/** The GraphQL flow records through the same codec (Apollo, in process; Mercurius cannot load under Jest's ESM runtime). */
+/** The GraphQL flow records through the same codec (Apollo, in process; graphql.e2e-spec.ts runs Mercurius through the demo). */
 describe('encryption at rest of a GraphQL mutation (Apollo)', () => {
   let db: TestDatabase;
   let running: RunningApp;

@@ -20,7 +20,7 @@ function packagesLoadedBy(entry: string): Set<string> {
 
 const TEST_FRAMEWORKS = ['jest', '@jest/globals', 'vitest', 'supertest', '@nestjs/testing'];
 
-// Built by `npm test` (tsc) before Jest runs.
+// Built by `npm test` (tsc) before Vitest runs.
 describe('entry points load only what they need', () => {
   it('the core loads no optional integration and no test framework', () => {
     const loaded = packagesLoadedBy('src/idempotency/index.js');

@@ -1,4 +1,3 @@
-import { jest } from '@jest/globals';
 import request from 'supertest';
 import { IdempotencyReaper } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
@@ -7,9 +6,8 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Every timer API stays real: only `Date` is moved, as on a host whose clock is off. */
-const REAL_TIMERS = ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] as const;
-const skewProcessClock = (skewMs: number) => jest.useFakeTimers({ now: Date.now() + skewMs, advanceTimers: true, doNotFake: [...REAL_TIMERS] });
+/** Only `Date` is moved, and it keeps ticking, as on a host whose clock is off; every timer API stays real. */
+const skewProcessClock = (skewMs: number) => vi.useFakeTimers({ now: Date.now() + skewMs, shouldAdvanceTime: true, toFake: ['Date'] });
 
 describe.each(HTTP_ADAPTERS)('expired keys (%s)', (adapter) => {
   let db: TestDatabase;
@@ -73,7 +71,7 @@ describe.each(HTTP_ADAPTERS)('expired keys (%s)', (adapter) => {
   });
 
   describe('an instance whose process clock is off by an hour', () => {
-    afterEach(() => jest.useRealTimers());
+    afterEach(() => vi.useRealTimers());
 
     it('deletes no live record when its clock runs ahead, so a retry replays', async () => {
       skewProcessClock(+3_600_000);

@@ -112,8 +112,8 @@ class PostingsModule {}
 /**
  * `@Idempotent()` on resolvers in a small Apollo app, in process: recorded
  * errors, values of custom scalars and enums, options, events, and the
- * refusals at startup. (Mercurius cannot load under Jest's ESM runtime; the
- * contract suite in graphql.e2e-spec.ts runs both drivers through the demo.)
+ * refusals at startup. (The contract suite in graphql.e2e-spec.ts runs both
+ * drivers through the demo.)
  */
 describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
   let db: TestDatabase;

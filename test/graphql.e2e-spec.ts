@@ -32,9 +32,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * The GraphQL contract of `@Idempotent()` on a mutation, against the demo's
  * `/graphql`: Apollo on Express, Mercurius on Fastify. The demo runs as a
- * child process, as `npm start` runs it: Mercurius loads @fastify/static,
- * a CommonJS package that require()s an ES module, which Jest's module
- * runtime cannot load on Node 20 (Node itself can).
+ * child process, as `npm start` runs it.
  */
 describe.each(HTTP_ADAPTERS)('GraphQL mutations on the demo (%s)', (adapter) => {
   let db: TestDatabase;

@@ -5,9 +5,8 @@ import { startApp, type RunningApp } from './support/http-app.js';
 import { EntriesController, LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
-// In-process on Express only: on Fastify, Swagger UI loads @fastify/static through a
-// require() that Jest's ESM mode cannot serve. test/demo.e2e-spec.ts checks /docs on
-// Fastify against the real demo process.
+// In-process on Express only: test/demo.e2e-spec.ts checks /docs on Fastify against
+// the real demo process.
 describe('OpenAPI', () => {
   const adapter = 'express';
   let db: TestDatabase;

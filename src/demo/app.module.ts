@@ -9,7 +9,7 @@ import { HealthModule } from './health/health.module.js';
 import { JsonBodyGuard } from './http/json-body.guard.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
-import { TENANT_RATE_LIMIT, TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
+import { TenantRateLimitGuard } from './http/tenant-rate-limit.guard.js';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
 import { IdempotencyMetricsModule } from '../idempotency/metrics/index.js';
 import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
@@ -31,6 +31,8 @@ export interface AppOptions {
   idempotency?: Omit<IdempotencyModuleOptions, 'tenant'>;
   /** Requests per tenant per minute; 0 turns the limit off. Default `TENANT_RATE_LIMIT`, else 600. */
   tenantRateLimit?: number;
+  /** Redis that instances share the rate limit's counts in; default `REDIS_URL`. Unset, each instance counts on its own. */
+  redisUrl?: string;
   /** The GraphQL endpoint to serve, `DemoGraphqlModule.forAdapter(adapter)`; none by default. */
   graphql?: DynamicModule;
   /** Event delivery: the relay and the fulfilment consumer run where NATS is set. Default off. */
@@ -48,6 +50,8 @@ export class AppModule implements NestModule {
   }
 
   static forRoot(options: AppOptions): DynamicModule {
+    const rateLimit = options.tenantRateLimit ?? Number(process.env.TENANT_RATE_LIMIT ?? 600);
+    const rateLimited = rateLimit > 0;
     return {
       module: AppModule,
       imports: [
@@ -61,15 +65,15 @@ export class AppModule implements NestModule {
         ...(options.delivery?.natsUrl && options.delivery.consumer ? [FulfilmentModule] : []),
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
         ...(options.graphql ? [options.graphql] : []),
+        ...(rateLimited ? [TenantRateLimitGuard.module({ limit: rateLimit, redisUrl: options.redisUrl ?? process.env.REDIS_URL })] : []),
       ],
       controllers: [MetricsController],
       providers: [
         { provide: API_KEYS, useValue: parseApiKeys(options.apiKeys ?? process.env.API_KEYS ?? DEFAULT_API_KEYS) },
-        { provide: TENANT_RATE_LIMIT, useValue: options.tenantRateLimit ?? Number(process.env.TENANT_RATE_LIMIT ?? 600) },
         // Guards run in this order: the API key names the tenant the rate limit counts; then the body's shape,
         // before any interceptor claims a key.
         { provide: APP_GUARD, useClass: ApiKeyGuard },
-        { provide: APP_GUARD, useClass: TenantRateLimitGuard },
+        ...(rateLimited ? [{ provide: APP_GUARD, useClass: TenantRateLimitGuard }] : []),
         { provide: APP_GUARD, useClass: JsonBodyGuard },
         { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },

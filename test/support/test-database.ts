@@ -10,7 +10,7 @@ export interface TestDatabase {
 
 export async function createTestDatabase(): Promise<TestDatabase> {
   const serverUrl = process.env.DATABASE_URL;
-  if (!serverUrl) throw new Error('DATABASE_URL is unset: the Jest global setup provides it');
+  if (!serverUrl) throw new Error('DATABASE_URL is unset: the global setup (test/support/global-setup.ts) provides it');
   const database = await createScratchDatabase(serverUrl, 'idempotency_test');
   const pool = new pg.Pool({ connectionString: database.url, max: 2 });
   return {

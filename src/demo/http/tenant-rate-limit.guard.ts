@@ -1,33 +1,61 @@
-import { type CanActivate, type ExecutionContext, HttpException, HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { type DynamicModule, type ExecutionContext, HttpException, HttpStatus, Injectable } from '@nestjs/common';
+import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import { ThrottlerGuard, type ThrottlerLimitDetail, ThrottlerModule } from '@nestjs/throttler';
 import type { AuthenticatedRequest } from '../auth/api-key.guard.js';
 import { requestOf } from './request-of.js';
 
-export const TENANT_RATE_LIMIT = Symbol('TENANT_RATE_LIMIT');
-
 const WINDOW_MS = 60_000;
 
+/** The demo's per-tenant rate limit. */
+export interface TenantRateLimitOptions {
+  /** Requests per tenant per minute. */
+  limit: number;
+  /** Where instances share their counts; unset, each instance counts in memory on its own. */
+  redisUrl?: string;
+}
+
 /**
- * At most `limit` requests per tenant per minute (a fixed window; 0 turns it
- * off), so that one tenant cannot flood `idempotency_records` with distinct
- * keys: its records stay under limit × minutes of retention. Runs after the
- * API-key guard, which names the tenant.
+ * At most `limit` requests per tenant per minute, whatever the route, so that
+ * one tenant cannot flood `idempotency_records` with distinct keys: its records
+ * stay under limit × minutes of retention. Runs after the API-key guard, which
+ * names the tenant; a request it let through without one (a public route) is
+ * not counted. Refused requests get 429 with `Retry-After`, over HTTP and
+ * GraphQL alike, through the exception rather than the response.
  */
 @Injectable()
-export class TenantRateLimitGuard implements CanActivate {
-  private readonly windows = new Map<string, { startedAt: number; count: number }>();
+export class TenantRateLimitGuard extends ThrottlerGuard {
+  /** Nest's throttler settings for the guard, with the counts in Redis when `redisUrl` is set. */
+  static module({ limit, redisUrl }: TenantRateLimitOptions): DynamicModule {
+    return ThrottlerModule.forRootAsync({
+      useFactory: () => ({
+        throttlers: [{ ttl: WINDOW_MS, limit }],
+        // The exception carries Retry-After (see throwThrottlingException), so no response object is needed.
+        setHeaders: false,
+        storage: redisUrl ? new ThrottlerStorageRedisService(redisUrl) : undefined,
+      }),
+    });
+  }
 
-  constructor(@Inject(TENANT_RATE_LIMIT) private readonly limit: number) {}
+  protected override async shouldSkip(context: ExecutionContext): Promise<boolean> {
+    return requestOf<Partial<AuthenticatedRequest>>(context).tenant === undefined;
+  }
 
-  canActivate(context: ExecutionContext): boolean {
-    const tenant = requestOf<Partial<AuthenticatedRequest>>(context).tenant;
-    if (!this.limit || tenant === undefined) return true;
-    const now = Date.now();
-    let window = this.windows.get(tenant);
-    if (!window || now - window.startedAt >= WINDOW_MS) this.windows.set(tenant, (window = { startedAt: now, count: 0 }));
-    if (++window.count <= this.limit) return true;
-    const retryAfter = Math.ceil((window.startedAt + WINDOW_MS - now) / 1000);
+  protected override getRequestResponse(context: ExecutionContext): { req: Record<string, any>; res: Record<string, any> } {
+    return { req: requestOf(context), res: {} };
+  }
+
+  protected override async getTracker(request: Partial<AuthenticatedRequest>): Promise<string> {
+    return request.tenant!;
+  }
+
+  /** One count per tenant across routes (the default key is per route). */
+  protected override generateKey(_context: ExecutionContext, tenant: string, throttler: string): string {
+    return `tenant-rate-limit:${throttler}:${tenant}`;
+  }
+
+  protected override async throwThrottlingException(_context: ExecutionContext, { limit, timeToBlockExpire }: ThrottlerLimitDetail): Promise<void> {
     throw new HttpException(
-      { message: `Tenant rate limit of ${this.limit} requests a minute reached`, headers: { 'Retry-After': String(retryAfter) } },
+      { message: `Tenant rate limit of ${limit} requests a minute reached`, headers: { 'Retry-After': String(Math.max(1, timeToBlockExpire)) } },
       HttpStatus.TOO_MANY_REQUESTS,
     );
   }

@@ -1,3 +1,0 @@
-export default async function globalTeardown() {
-  await globalThis.embeddedTestDatabase?.stop();
-}
