@@ -8,7 +8,7 @@ import { FastReplay } from './fast-replay.js';
 import { GraphqlMutationFlow } from './graphql/graphql-mutation.flow.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from './idempotency.exceptions.js';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 import { IdempotentRoutes, type IdempotentRoute } from './idempotent-route.js';
 import { OneTransactionFlow, type OneTransactionTerms } from './one-transaction.flow.js';
 import { captureSuccess } from './outcome-capture.js';

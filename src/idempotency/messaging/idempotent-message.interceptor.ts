@@ -4,7 +4,7 @@ import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
 import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 import { OneTransactionFlow, type OneTransactionSettled, type OneTransactionTerms } from '../one-transaction.flow.js';
 import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';
