@@ -6,7 +6,7 @@ import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-r
  * (`LeaseStatements`), and the reaper's (`ReaperStatements`). Callers run
  * them; none writes SQL on the table of its own. (The outbox derives its
  * event ids from a record in `OutboxStatements`, with the outbox's SQL; the
- * migration and the startup schema check read the catalog.)
+ * migration creates the table, and the startup schema check reads the catalog.)
  */
 
 /** A statement and its parameters, sent unnamed. */
