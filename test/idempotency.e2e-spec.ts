@@ -3,6 +3,7 @@ import { Test } from '@nestjs/testing';
 import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { adaptersWithDrivers } from './support/claim-drivers.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -11,7 +12,9 @@ type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [adapter, claim] as const)))('IdempotencyModule request flow (%s, claim %s)', (adapter, claim) => {
+describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_MODES.map((claim) => [run, claim, adapter, driver] as const)))(
+  'IdempotencyModule request flow (%s, claim %s)',
+  (_run, claim, adapter, driver) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -32,7 +35,7 @@ describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [ada
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url, { claim }) }, { adapter });
+    running = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, claim }, driver.dataSource) }, { adapter });
     ledger = running.app.get(Ledger);
   });
   afterEach(() => {
@@ -274,7 +277,7 @@ describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [ada
     it('reads first, with no transaction, while replays are common on an instance with a cold cache', async () => {
       const events: AttemptEvent[] = [];
       const cold = await startApp(
-        { imports: ledgerAppModules(db.url, { replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) }) },
+        { imports: ledgerAppModules(db.url, { ...driver.options, replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) }, driver.dataSource) },
         { adapter },
       );
       try {
@@ -295,7 +298,7 @@ describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [ada
     it('replays a record it did not cache from the claim that finds it', async () => {
       const key = newKey();
       const first = await post('/entries', key, { label: 'cold' });
-      const cold = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }) }, { adapter });
+      const cold = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, replayCacheSize: 0 }, driver.dataSource) }, { adapter });
       try {
         const replay = await request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'cold' });
         expect(replay.headers['idempotent-replayed']).toBe('true');

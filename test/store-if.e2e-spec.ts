@@ -2,7 +2,8 @@ import { Body, Controller, HttpException, Module, Post, type Type } from '@nestj
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { Idempotent, IdempotencyConfigurationError, PhasedClaim } from '../src/idempotency/index.js';
-import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { adaptersWithDrivers } from './support/claim-drivers.js';
+import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -35,7 +36,7 @@ class ClaimsController {
 @Module({ controllers: [ClaimsController], providers: [Ledger] })
 class ClaimsModule {}
 
-describe.each(HTTP_ADAPTERS)('storeIf (%s)', (adapter) => {
+describe.each(adaptersWithDrivers(1))('storeIf (%s)', (_run, adapter, driver) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -48,7 +49,7 @@ describe.each(HTTP_ADAPTERS)('storeIf (%s)', (adapter) => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const [typeorm, idempotency] = ledgerAppModules(db.url, driver.options, driver.dataSource);
     running = await startApp({ imports: [typeorm, idempotency, ClaimsModule] }, { adapter });
     ledger = running.app.get(Ledger);
   });

@@ -1,143 +1,87 @@
+import { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-
-/** A statement the module prepares once per connection (a named prepared statement). */
-export interface PreparedStatement {
-  name: string;
-  text: string;
-  values: unknown[];
-}
-
-interface StatementResult<Row> {
-  rows: Row[];
-}
-
-/** The node-postgres client under a TypeORM QueryRunner. */
-interface PgConnection {
-  query<Row>(statement: PreparedStatement | Omit<PreparedStatement, 'name'> | string): Promise<StatementResult<Row>>;
-  /** node-postgres's `pipeline` client option. */
-  pipeline?: boolean;
-  connection?: { stream?: { cork?(): void; uncork?(): void } };
-}
+import { type PgClient, PgClientDriver } from './driver/pg-client.driver.js';
+import type { StatementResult, TransactionDriver, TransactionStatement } from './driver/transaction-driver.js';
+import { TypeOrmDriver } from './driver/typeorm.driver.js';
+import type { ClaimDriverName } from './idempotency.options.js';
+import type { PreparedStatement } from './records/record.statements.js';
 
 /** How the module's statements go to the server. */
 interface ClaimTransactionOptions {
-  /**
-   * Named prepared statements, parsed once per connection. Off, each is sent
-   * as an unnamed statement, as under a connection pooler that cannot keep
-   * named ones (PgBouncer in transaction mode before 1.21).
-   */
+  /** Which driver; `pg` falls back to `typeorm` on a connection without the internals it relies on. */
+  claimDriver: ClaimDriverName;
+  /** Named prepared statements (the pg driver); off, each is sent unnamed and parsed each time. */
   preparedStatements: boolean;
 }
 
-/** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
-interface TypeOrmTransactionState {
-  isTransactionActive: boolean;
-  transactionDepth: number;
-}
+/** Warned once per process: every connection of a pool is alike. */
+let warnedFallback = false;
 
 /**
- * The claim's transaction, driven on the QueryRunner's own pg connection so
- * that the module's statements skip the ORM's query path and are prepared
- * once per connection. On a connection with node-postgres pipelining
- * (`extra: { pipeline: true }`), BEGIN goes out with the claim and the
- * outcome with COMMIT: four round trips in all for a first execution with
- * two business writes, as many as the bare business transaction. Without
- * pipelining the same calls simply run one after another. With
- * `preparedStatements: false` the statements go unnamed, parsed each time.
- *
- * TypeORM's transaction flags are kept in step, so that business writes
- * through `runner.manager` join this transaction (and nested
- * `manager.transaction()` calls become savepoints) instead of starting one.
+ * The claim's transaction, on one connection held to the end: BEGIN with the
+ * claim, the handler's writes, the outcome with COMMIT. A `TransactionDriver`
+ * carries it to the database: on the runner's pg client by default
+ * (pipelined where the connection is), through TypeORM's public API
+ * otherwise. Either way, business writes through `runner.manager` join it.
  */
 export class ClaimTransaction {
   private open = false;
 
-  private constructor(
-    private readonly runner: QueryRunner,
-    private readonly connection: PgConnection,
-    private readonly options: ClaimTransactionOptions,
-  ) {}
+  private constructor(private readonly driver: TransactionDriver) {}
 
-  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together; `first` is the first one's result. */
+  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together where the connection allows; `first` is the first one's result. */
   static async begin<Row>(
     runner: QueryRunner,
     options: ClaimTransactionOptions,
-    ...statements: Array<PreparedStatement | string>
+    ...statements: TransactionStatement[]
   ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> | undefined }> {
-    const connection = (await runner.connect()) as PgConnection;
-    const transaction = new ClaimTransaction(runner, connection, options);
-    transaction.setOpen(true);
-    const settled = await transaction.sendTogether<Row>(['START TRANSACTION ISOLATION LEVEL READ COMMITTED', ...statements]);
+    const transaction = new ClaimTransaction(await driverFor(runner, options));
+    transaction.open = true;
+    const settled = await transaction.driver.begin<Row>(statements).catch(async (error: unknown) => {
+      await transaction.rollback();
+      throw error;
+    });
     const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failure) {
       await transaction.rollback();
       throw failure.reason;
     }
-    return { transaction, first: (settled[1] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value };
+    return { transaction, first: (settled[0] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value };
   }
 
-  query<Row>(statement: PreparedStatement | string): Promise<StatementResult<Row>> {
-    return this.connection.query<Row>(this.asSent(statement));
+  query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    return this.driver.query<Row>(statement);
   }
 
   /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
   async commitWith(statement: PreparedStatement): Promise<void> {
-    // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
-    this.setOpen(false);
-    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
-    const [written, committed] = await this.sendTogether([statement, 'COMMIT']);
-    if (written.status === 'rejected') throw written.reason;
-    if (committed.status === 'rejected') throw committed.reason;
+    this.open = false;
+    await this.driver.commit(statement);
   }
 
   /** Commits; throws, with nothing committed, when the transaction had failed. */
   async commit(): Promise<void> {
-    this.setOpen(false);
-    await this.connection.query('COMMIT');
+    this.open = false;
+    await this.driver.commit();
   }
 
   /** Rolls back if still open; a broken connection is left for the pool to discard. */
   async rollback(): Promise<void> {
     if (!this.open) return;
-    this.setOpen(false);
-    await this.connection.query('ROLLBACK').catch(() => undefined);
+    this.open = false;
+    await this.driver.rollback();
   }
+}
 
-  /**
-   * On a pipelined connection, issues the statements without awaiting in
-   * between, with the socket corked: one write and one round trip. Otherwise
-   * one after another (node-postgres no longer queues queries for a busy
-   * client). Every statement runs either way, as PostgreSQL runs a pipeline.
-   */
-  private async sendTogether<Row>(statements: Array<PreparedStatement | string>): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    if (!this.connection.pipeline) {
-      const settled: Array<PromiseSettledResult<StatementResult<Row>>> = [];
-      for (const statement of statements) {
-        settled.push(await this.query<Row>(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
-      }
-      return settled;
-    }
-    const stream = this.connection.connection?.stream;
-    let sent: Array<Promise<StatementResult<Row>>>;
-    stream?.cork?.();
-    try {
-      sent = statements.map((statement) => this.query<Row>(statement));
-    } finally {
-      stream?.uncork?.(); // before awaiting: uncorking is what sends them
-    }
-    return Promise.allSettled(sent);
+/** The pg driver where asked for and the connection has what it relies on; TypeORM's public API otherwise. */
+async function driverFor(runner: QueryRunner, options: ClaimTransactionOptions): Promise<TransactionDriver> {
+  if (options.claimDriver === 'typeorm') return new TypeOrmDriver(runner);
+  const client: unknown = await runner.connect();
+  const unfit = PgClientDriver.unfitFor(runner, client);
+  if (!unfit) return new PgClientDriver(runner, client as PgClient, options);
+  if (!warnedFallback) {
+    warnedFallback = true;
+    new Logger('Idempotency').warn(`The claim's transaction goes through TypeORM's QueryRunner API (claimDriver: 'typeorm'): ${unfit}.`);
   }
-
-  /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */
-  private asSent(statement: PreparedStatement | string): PreparedStatement | Omit<PreparedStatement, 'name'> | string {
-    if (typeof statement === 'string' || this.options.preparedStatements) return statement;
-    return { text: statement.text, values: statement.values };
-  }
-
-  private setOpen(open: boolean): void {
-    this.open = open;
-    const state = this.runner as unknown as TypeOrmTransactionState;
-    state.isTransactionActive = open;
-    state.transactionDepth = open ? 1 : 0;
-  }
+  return new TypeOrmDriver(runner);
 }

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 
 /**
  * The idempotent operation a transaction belongs to: the record's id, the

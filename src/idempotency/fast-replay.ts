@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
-import { hasOutcome, IdempotencyStatements, type LiveRecordRow, type RecordId, toStoredRecord } from './idempotency.store.js';
+import { IdempotencyStatements, type LiveRecordRow } from './records/record.statements.js';
+import { hasOutcome, type RecordId, toStoredRecord } from './records/stored-record.js';
 import { OutcomeCodec } from './outcome-codec.js';
 import { replayable, type Settled } from './recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';

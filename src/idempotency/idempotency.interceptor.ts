@@ -6,7 +6,7 @@ import { hashKey } from './events/idempotency-events.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from './idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from './recorded-outcome.js';
 import { settling } from './settling.js';

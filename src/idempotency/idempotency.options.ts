@@ -75,6 +75,18 @@ export interface IdempotencyModuleOptions {
    */
   preparedStatements?: boolean;
   /**
+   * How the claim's transaction reaches the database. `'pg'`: on the
+   * QueryRunner's node-postgres client, with named prepared statements, and
+   * pipelined on a connection with `extra: { pipeline: true }`; it falls
+   * back to `'typeorm'`, with a warning, on a connection without the pg and
+   * TypeORM internals it relies on. `'typeorm'`: through the QueryRunner's
+   * public API only (`startTransaction`, `query`, `commitTransaction`), one
+   * statement at a time and unnamed, so TypeORM's transaction subscribers
+   * and query logging see the module's transaction; it costs a round trip
+   * more than `'pg'` without pipelining. Default `'pg'`.
+   */
+  claimDriver?: ClaimDriverName;
+  /**
    * Whether `@Idempotent()` routes document their key header, the replay
    * header and their problem responses in OpenAPI, when `@nestjs/swagger` is
    * installed (without it they are left undocumented either way). `false`
@@ -209,6 +221,9 @@ export type ClaimMode = 'first' | 'at-commit' | 'adaptive';
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
 /** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
+/** The drivers of the claim's transaction (`claimDriver`). */
+export type ClaimDriverName = 'pg' | 'typeorm';
+
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
@@ -251,6 +266,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
     preparedStatements: options.preparedStatements ?? true,
+    claimDriver: options.claimDriver ?? 'pg',
     openapi: options.openapi ?? true,
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],

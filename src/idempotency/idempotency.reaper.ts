@@ -6,6 +6,7 @@ import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ResolvedModuleOptions } from './idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
+import { ReaperStatements } from './records/record.statements.js';
 import { ReaperSchedule } from './reaper-schedule.js';
 import { TransactionHost } from './transaction-host.js';
 
@@ -21,23 +22,6 @@ export interface ReapResult {
 export interface RetentionSweep {
   sweep(now: Date, timeBudgetMs: number): Promise<unknown>;
 }
-
-const REAPER_LOCK = `hashtext('idempotency_records:reaper')`;
-
-/**
- * One batch: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
- * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
- * plan a TID scan at any table size, whatever the statistics say.
- */
-export const REAP_BATCH = `
-  WITH gone AS (
-    DELETE FROM idempotency_records
-     WHERE ctid = ANY (ARRAY(
-       SELECT ctid FROM idempotency_records
-        WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
-        ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-    RETURNING 1)
-  SELECT count(*)::int AS deleted FROM gone`;
 
 /**
  * Deletes records past `expires_at`, on a timer cleared at shutdown: in the
@@ -157,9 +141,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
   private deleteBatch(now: Date | undefined, batchSize: number): Promise<number | undefined> {
     return this.served.dataSource.transaction(async (manager) => {
-      const [{ locked }] = await manager.query(`SELECT pg_try_advisory_xact_lock(${REAPER_LOCK}) AS locked`);
+      const lock = ReaperStatements.lock();
+      const [{ locked }] = await manager.query(lock.text, lock.values);
       if (!locked) return undefined;
-      const [{ deleted }] = await manager.query(REAP_BATCH, [now ?? null, batchSize]);
+      const batch = ReaperStatements.batch(now, batchSize);
+      const [{ deleted }] = await manager.query(batch.text, batch.values);
       return deleted;
     });
   }

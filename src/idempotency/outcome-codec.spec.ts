@@ -1,5 +1,5 @@
 import { IdempotencyRecordUndecryptableException, type RecordUndecryptableReason } from './idempotency.exceptions.js';
-import type { OutcomeColumns, RecordId } from './idempotency.store.js';
+import type { OutcomeColumns, RecordId } from './records/stored-record.js';
 import { OutcomeCodec, type ResolvedEncryptionOptions } from './outcome-codec.js';
 import { masterKeys, OutcomeEncryption } from './outcome-encryption.js';
 import type { RecordedOutcome } from './recorded-outcome.js';

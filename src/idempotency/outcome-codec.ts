@@ -1,5 +1,5 @@
 import { IdempotencyRecordUndecryptableException } from './idempotency.exceptions.js';
-import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, RecordId } from './idempotency.store.js';
+import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, RecordId } from './records/stored-record.js';
 import { type MasterKey, OutcomeEncryption, UnsealError } from './outcome-encryption.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 

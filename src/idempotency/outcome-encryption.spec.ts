@@ -1,6 +1,6 @@
 import { createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 import { type EncryptionKey, masterKeys, OutcomeEncryption, type SealContext, UnsealError, type UnsealFailure } from './outcome-encryption.js';
 
 const KEY_A = Buffer.alloc(32, 0xa1);

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { IdempotencyConfigurationError, type RecordUndecryptableReason } from './idempotency.exceptions.js';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 
 /** A master key as the module options take it: 32 bytes, as a Buffer or a base64 (or base64url) string. */
 export interface EncryptionKey {

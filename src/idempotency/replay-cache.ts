@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { RecordId } from './idempotency.store.js';
+import type { RecordId } from './records/stored-record.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 interface CachedOutcome {

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { publishOnChannel } from './idempotency-channels.js';
 import type { IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';

@@ -5,7 +5,7 @@ import { hashKey } from '../events/idempotency-events.js';
 import { parseIdempotencyKey } from '../idempotency-key.js';
 import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
 import { IdempotencyFacade } from '../idempotency.facade.js';
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 import type { OneTransactionSettled, OneTransactionTerms } from '../one-transaction.flow.js';
 import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../recorded-outcome.js';
 import { fingerprintRequest } from '../request-fingerprint.js';

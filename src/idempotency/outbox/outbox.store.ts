@@ -1,4 +1,4 @@
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 
 /** A statement with its parameters, run through TypeORM's or pg's `query(text, values)`. */
 export interface OutboxStatement {

@@ -4,7 +4,8 @@ import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/id
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { operationFailedOutcome } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import type { RecordId } from '../idempotency.store.js';
+import { type AbandonedRow, LeaseStatements } from '../records/record.statements.js';
+import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { TransactionHost } from '../transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
@@ -70,13 +71,8 @@ export class AbandonedClaimsCompleter {
     if (signal?.aborted) onSignal();
     else signal?.addEventListener('abort', onSignal, { once: true });
     try {
-      const candidates: Array<RecordId & { owner_token: string | null; resumes: string | null }> = stop.signal.aborted
-        ? []
-        : await this.served.dataSource.query(
-            `SELECT scope, operation, key, owner_token, resume->>'operation' AS resumes FROM idempotency_records
-              WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
-            [limit],
-          );
+      const { text, values } = LeaseStatements.abandoned(limit);
+      const candidates: AbandonedRow[] = stop.signal.aborted ? [] : await this.served.dataSource.query(text, values);
       const unknown = new Set<string>();
       for (const { owner_token, resumes, ...id } of candidates) {
         if (stop.signal.aborted) break;

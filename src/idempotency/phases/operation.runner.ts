@@ -7,7 +7,8 @@ import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { captureError, successOutcome } from '../outcome-capture.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
-import { LeaseStore, type ResumeInfo } from './lease.store.js';
+import type { ResumeInfo } from '../records/stored-record.js';
+import { LeaseStore } from './lease.store.js';
 import type { PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership, Phases } from './phases.js';
 

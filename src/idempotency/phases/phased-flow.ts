@@ -13,7 +13,7 @@ import {
   operationFailedOutcome,
 } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
 import type { FlowEnding, FlowSteps, RecordedOutcome, Settled } from '../recorded-outcome.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { CurrentOperation } from '../current-operation.js';
-import type { RecordId } from '../idempotency.store.js';
+import type { RecordId } from '../records/stored-record.js';
 import type { TransactionHost } from '../transaction-host.js';
 import type { LeaseStore } from './lease.store.js';
 

@@ -1,0 +1,92 @@
+import pg from 'pg';
+import { DataSource, type QueryRunner } from 'typeorm';
+import { type PgClient, PgClientDriver } from './pg-client.driver.js';
+
+/** A TypeORM DataSource on the test server, pipelined as an app sets it. */
+async function pipelinedDataSource(): Promise<DataSource> {
+  return new DataSource({ type: 'postgres', url: process.env.DATABASE_URL, extra: { max: 1, pipeline: true } }).initialize();
+}
+
+/** Counts the writes to the client's socket, whatever the stream does with them. */
+function countWrites(client: PgClient): { readonly count: number } {
+  const stream = client.connection!.stream as unknown as { _write: Function; _writev?: Function };
+  const counter = { count: 0 };
+  for (const key of ['_write', '_writev'] as const) {
+    const original = stream[key];
+    if (original) stream[key] = (...args: unknown[]) => (counter.count++, original.apply(stream, args));
+  }
+  return counter;
+}
+
+/**
+ * The pg and TypeORM internals PgClientDriver relies on (pg-client.driver.ts):
+ * the client's `pipeline` flag, its socket's cork/uncork, named statements in
+ * the object form, and the QueryRunner's transaction flags. These fail loudly
+ * when a pg or TypeORM release changes them; the module would otherwise fall
+ * back to TypeOrmDriver at run time, with one warning, and lose a round trip.
+ */
+describe('driving the claim on the pg client (contract with pg and TypeORM)', () => {
+  let dataSource: DataSource;
+  let runner: QueryRunner;
+  let client: PgClient;
+
+  beforeAll(async () => {
+    dataSource = await pipelinedDataSource();
+  });
+  beforeEach(async () => {
+    runner = dataSource.createQueryRunner();
+    client = (await runner.connect()) as PgClient;
+  });
+  afterEach(async () => {
+    if (runner.isTransactionActive) await client.query('ROLLBACK');
+    await runner.release();
+  });
+  afterAll(() => dataSource.destroy());
+
+  it('finds everything it relies on under a TypeORM QueryRunner (else the module falls back to TypeOrmDriver)', () => {
+    expect(PgClientDriver.unfitFor(runner, client)).toBeUndefined();
+  });
+
+  it('reads pg’s `pipeline` flag, which TypeORM sets from `extra: { pipeline: true }`', () => {
+    expect(client.pipeline).toBe(true);
+    expect(new pg.Client({}).pipeline).toBe(false);
+  });
+
+  it('sends BEGIN and the claim in one socket write by corking the client’s `connection.stream`', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    const writes = countWrites(client);
+    const settled = await driver.begin([`SELECT 'claimed' AS claim`]);
+    expect(settled).toEqual([{ status: 'fulfilled', value: expect.objectContaining({ rows: [{ claim: 'claimed' }] }) }]);
+    expect(writes.count).toBe(1);
+    await driver.rollback();
+  });
+
+  it('prepares a statement given in pg’s object form `{ name, text, values }` once per connection', async () => {
+    const statement = { name: 'idempotency.contract-probe', text: 'SELECT $1::int AS n', values: [7] };
+    expect((await client.query(statement)).rows).toEqual([{ n: 7 }]);
+    expect((await client.query({ ...statement, values: [8] })).rows).toEqual([{ n: 8 }]);
+    const prepared = await client.query<{ name: string }>(`SELECT name FROM pg_prepared_statements WHERE name = 'idempotency.contract-probe'`);
+    expect(prepared.rows).toEqual([{ name: 'idempotency.contract-probe' }]);
+  });
+
+  it('keeps TypeORM’s transaction state in `isTransactionActive` and `transactionDepth`', async () => {
+    expect([runner.isTransactionActive, (runner as unknown as { transactionDepth: number }).transactionDepth]).toEqual([false, 0]);
+    await runner.startTransaction();
+    expect([runner.isTransactionActive, (runner as unknown as { transactionDepth: number }).transactionDepth]).toEqual([true, 1]);
+    await runner.rollbackTransaction();
+    expect([runner.isTransactionActive, (runner as unknown as { transactionDepth: number }).transactionDepth]).toEqual([false, 0]);
+  });
+
+  it('makes `runner.manager` writes join the transaction it began behind TypeORM’s back (a nested transaction is a savepoint)', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    await driver.begin([]);
+    const sent: string[] = [];
+    const query = runner.query.bind(runner);
+    runner.query = ((sql: string, ...rest: unknown[]) => (sent.push(sql), query(sql, ...(rest as [])))) as QueryRunner['query'];
+    await runner.manager.transaction((inner) => inner.query('SELECT 1'));
+    // PostgreSQL refuses a SAVEPOINT outside a transaction block: these ran inside the driver's.
+    expect(sent).toEqual(['SAVEPOINT typeorm_1', 'SELECT 1', 'RELEASE SAVEPOINT typeorm_1']);
+    await driver.rollback();
+    expect(runner.isTransactionActive).toBe(false);
+  });
+});

@@ -1,0 +1,121 @@
+import type { QueryRunner } from 'typeorm';
+import type { PreparedStatement, Statement } from '../records/record.statements.js';
+import { settleInTurn, type StatementResult, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+
+/** The node-postgres client under a TypeORM QueryRunner (`runner.connect()`), as far as this driver uses it. */
+export interface PgClient {
+  /** Takes the object form `{ name, text, values }`: a named statement is parsed once per connection. */
+  query<Row>(statement: PreparedStatement | Statement | string): Promise<StatementResult<Row>>;
+  /** node-postgres's `pipeline` client option (`extra: { pipeline: true }`). */
+  pipeline?: boolean;
+  connection?: { stream?: { cork?(): void; uncork?(): void } };
+}
+
+/** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
+interface TypeOrmTransactionState {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+}
+
+/** How the pg driver sends the module's statements. */
+export interface PgClientDriverOptions {
+  /** Named prepared statements; off, each is sent unnamed, as under a pooler that cannot keep named ones. */
+  preparedStatements: boolean;
+}
+
+/**
+ * The claim's transaction driven on the QueryRunner's own pg client, so that
+ * the module's statements skip the ORM's query path and are prepared once
+ * per connection. On a connection with node-postgres pipelining
+ * (`extra: { pipeline: true }`), BEGIN goes out with the claim and the
+ * outcome with COMMIT: four round trips in all for a first execution with
+ * two business writes, as many as the bare business transaction. Without
+ * pipelining the same calls simply run one after another.
+ *
+ * TypeORM's transaction flags are set by hand, since TypeORM never sees the
+ * BEGIN: business writes through `runner.manager` then join this
+ * transaction instead of starting one.
+ */
+export class PgClientDriver implements TransactionDriver {
+  constructor(
+    private readonly runner: QueryRunner,
+    private readonly client: PgClient,
+    private readonly options: PgClientDriverOptions,
+  ) {}
+
+  /**
+   * Why this driver cannot drive `client` under `runner`, or undefined when
+   * it can: the internals it relies on must be there, or it would break the
+   * join or the pipeline silently.
+   */
+  static unfitFor(runner: QueryRunner, client: unknown): string | undefined {
+    const pg = client as Partial<PgClient> | undefined;
+    const state = runner as unknown as Partial<TypeOrmTransactionState>;
+    if (typeof pg?.query !== 'function') return 'the QueryRunner’s connection is not a node-postgres client';
+    const stream = pg.connection?.stream;
+    if (pg.pipeline && (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function')) return 'the pipelined client’s socket cannot be corked';
+    if (typeof state.isTransactionActive !== 'boolean' || typeof state.transactionDepth !== 'number') {
+      return 'the QueryRunner has no isTransactionActive and transactionDepth flags';
+    }
+    return undefined;
+  }
+
+  async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    this.setTypeOrmState(true);
+    const [begun, ...settled] = await this.sendTogether<Row>(['START TRANSACTION ISOLATION LEVEL READ COMMITTED', ...statements]);
+    // Without BEGIN, a claim that succeeded would have committed on its own: the caller rolls back what it can.
+    if (begun.status === 'rejected') throw begun.reason;
+    return settled;
+  }
+
+  query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    return this.client.query<Row>(this.asSent(statement));
+  }
+
+  async commit(last?: PreparedStatement): Promise<void> {
+    // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
+    this.setTypeOrmState(false);
+    // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
+    const settled = await this.sendTogether(last ? [last, 'COMMIT'] : ['COMMIT']);
+    const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (failure) throw failure.reason;
+  }
+
+  async rollback(): Promise<void> {
+    this.setTypeOrmState(false);
+    await this.client.query('ROLLBACK').catch(() => undefined);
+  }
+
+  /**
+   * On a pipelined connection, issues the statements without awaiting in
+   * between, with the socket corked: one write and one round trip. Otherwise
+   * one after another (node-postgres no longer queues queries for a busy
+   * client). Every statement runs either way, as PostgreSQL runs a pipeline.
+   */
+  private async sendTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    if (!this.client.pipeline) {
+      return settleInTurn(statements, (statement) => this.query<Row>(statement));
+    }
+    const stream = this.client.connection!.stream!;
+    let sent: Array<Promise<StatementResult<Row>>>;
+    stream.cork!();
+    try {
+      sent = statements.map((statement) => this.query<Row>(statement));
+    } finally {
+      stream.uncork!(); // before awaiting: uncorking is what sends them
+    }
+    return Promise.allSettled(sent);
+  }
+
+  /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */
+  private asSent(statement: TransactionStatement): TransactionStatement | Statement {
+    if (typeof statement === 'string' || this.options.preparedStatements) return statement;
+    return { text: statement.text, values: statement.values };
+  }
+
+  private setTypeOrmState(open: boolean): void {
+    const state = this.runner as unknown as TypeOrmTransactionState;
+    state.isTransactionActive = open;
+    state.transactionDepth = open ? 1 : 0;
+  }
+}

@@ -1,0 +1,47 @@
+import type { PreparedStatement } from '../records/record.statements.js';
+
+/** What a statement answers: its rows. */
+export interface StatementResult<Row> {
+  rows: Row[];
+}
+
+/** A statement of the claim's transaction: one of the records' statements, or plain SQL without parameters (SAVEPOINT). */
+export type TransactionStatement = PreparedStatement | string;
+
+/**
+ * How the claim's transaction reaches the database, on the connection of one
+ * TypeORM QueryRunner. While the transaction is open, the runner knows it is
+ * in one, so that business writes through `runner.manager` join it (and a
+ * nested `manager.transaction()` becomes a savepoint).
+ *
+ * Two implementations: `PgClientDriver`, on the runner's node-postgres client
+ * (named prepared statements, pipelining), which reaches into pg's and
+ * TypeORM's internals (`pg-client.contract.spec.ts` pins them down); and
+ * `TypeOrmDriver`, through the QueryRunner's public API only.
+ */
+export interface TransactionDriver {
+  /**
+   * Opens a READ COMMITTED transaction and runs `statements` in it, sent
+   * together where the connection allows. Every statement runs and settles,
+   * as PostgreSQL runs a pipeline: after a failure, the rest fail too.
+   */
+  begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
+  /** Runs one statement in the open transaction. */
+  query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
+  /** Runs `last`, if given, then COMMIT; throws, with nothing committed, when either fails. */
+  commit(last?: PreparedStatement): Promise<void>;
+  /** Rolls back; a broken connection is left for the pool to discard. */
+  rollback(): Promise<void>;
+}
+
+/** Runs `statements` one after another, each settling whatever the one before did. */
+export async function settleInTurn<Row>(
+  statements: TransactionStatement[],
+  run: (statement: TransactionStatement) => Promise<StatementResult<Row>>,
+): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+  const settled: Array<PromiseSettledResult<StatementResult<Row>>> = [];
+  for (const statement of statements) {
+    settled.push(await run(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
+  }
+  return settled;
+}

@@ -1,0 +1,41 @@
+import type { QueryRunner } from 'typeorm';
+import type { PreparedStatement } from '../records/record.statements.js';
+import { settleInTurn, type StatementResult, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+
+/**
+ * The claim's transaction through TypeORM's public QueryRunner API only:
+ * `startTransaction('READ COMMITTED')`, `query()`, `commitTransaction()`,
+ * `rollbackTransaction()`. TypeORM keeps its own transaction flags, and its
+ * transaction subscribers and query logging see the module's statements.
+ * Statements go one after another, unnamed: BEGIN and its isolation level
+ * take a round trip each, the outcome (claimed first) and COMMIT another each.
+ */
+export class TypeOrmDriver implements TransactionDriver {
+  constructor(private readonly runner: QueryRunner) {}
+
+  async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    await this.runner.startTransaction('READ COMMITTED');
+    return settleInTurn(statements, (statement) => this.query<Row>(statement));
+  }
+
+  async query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    const { text, values } = typeof statement === 'string' ? { text: statement, values: undefined } : statement;
+    // The structured result: without it, TypeORM answers an UPDATE with [rows, count] rather than rows.
+    const result = await this.runner.query(text, values, true);
+    return { rows: result.records as Row[] };
+  }
+
+  async commit(last?: PreparedStatement): Promise<void> {
+    try {
+      if (last) await this.query(last);
+    } catch (error) {
+      await this.rollback();
+      throw error;
+    }
+    await this.runner.commitTransaction();
+  }
+
+  async rollback(): Promise<void> {
+    await this.runner.rollbackTransaction().catch(() => undefined);
+  }
+}

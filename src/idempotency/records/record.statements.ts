@@ -1,0 +1,359 @@
+import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-record.js';
+
+/**
+ * Every statement on `idempotency_records`, in one place: the one-transaction
+ * flow's (`IdempotencyStatements`), the phased flow's and the completer's
+ * (`LeaseStatements`), and the reaper's (`ReaperStatements`). Callers run
+ * them; none writes SQL on the table of its own. (The outbox derives its
+ * event ids from a record in `OutboxStatements`, with the outbox's SQL; the
+ * migration creates the table, and the startup schema check reads the catalog.)
+ */
+
+/** A statement and its parameters, sent unnamed. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
+/** A statement the module prepares once per connection (a named prepared statement). */
+export interface PreparedStatement extends Statement {
+  name: string;
+}
+
+/** The columns of `RecordRow`. */
+export const RECORD_COLUMNS = 'fingerprint, status, response_status, response_headers, response_body, expires_at';
+
+/** The claim's one row: the claim itself, the live record that holds the key, or neither (`claimed` null). */
+export interface ClaimRow extends Partial<RecordRow> {
+  claimed: boolean | null;
+  took_over: boolean | null;
+  /** The database's `now()`, the instant `expires_at` is measured from. */
+  database_now: Date;
+}
+
+/** A live record, with the database's `now()` at which it was read. */
+export interface LiveRecordRow extends RecordRow {
+  database_now: Date;
+}
+
+/**
+ * The SQL of the one-transaction flow, as named prepared statements.
+ *
+ * The claim inserts an in-progress record, or takes over an expired,
+ * finished one (an expired phased claim is the completer's to resolve). A
+ * concurrent owner's uncommitted row makes it wait, up to `lock_timeout`,
+ * then fail with SQLSTATE 55P03. The same statement sets that timeout for
+ * its own wait and restores the connection's own afterwards, so the
+ * handler's statements run under the timeout they would have without the
+ * module, and no statement is added for it.
+ *
+ * When the key is held, the claim returns the record, if this statement's
+ * snapshot can see it live. A record committed while the claim waited on its
+ * row (a first execution, or a takeover of an expired record) is newer than
+ * that snapshot, which may still hold the row's expired version: expired
+ * versions are never returned, and a second look (`readRecord`) finds what
+ * the owner committed. Expiry is always the database's clock.
+ */
+export const IdempotencyStatements = {
+  claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
+    return {
+      name: 'idempotency.claim',
+      text: takeKeyText({ status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' }),
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
+    };
+  },
+
+  /**
+   * The claim at commit: the same statement as `claim`, inserting the
+   * completed record with its outcome instead of an in-progress one. It runs
+   * last in the transaction, right before COMMIT, and finds the key held
+   * exactly as the claim would.
+   */
+  recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
+    return {
+      name: 'idempotency.record-at-commit',
+      text: takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()' }),
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
+    };
+  },
+
+  /** A live record, read from the pool outside any transaction. */
+  findLive(id: RecordId): PreparedStatement {
+    return {
+      name: 'idempotency.find-live',
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
+      values: [id.scope, id.operation, id.key],
+    };
+  },
+
+  /** The live record that holds the key, with a fresh snapshot. */
+  readRecord(id: RecordId): PreparedStatement {
+    return {
+      name: 'idempotency.read',
+      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
+      values: [id.scope, id.operation, id.key],
+    };
+  },
+
+  /** Records the outcome in the claim's transaction. */
+  complete(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
+    return {
+      name: 'idempotency.complete',
+      text: `UPDATE idempotency_records
+                SET status = 'completed', response_status = $4, response_headers = $5, response_body = $6, completed_at = now()
+              WHERE scope = $1 AND operation = $2 AND key = $3`,
+      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body],
+    };
+  },
+};
+
+/** What the key-taking statements insert: an in-progress claim, or a completed record with its outcome. */
+interface TakenKey {
+  status: string;
+  /** response_status, response_headers, response_body. */
+  outcome: [string, string, string];
+  completedAt: string;
+}
+
+/**
+ * The text of `claim` and `recordAtCommit`: $1–$3 the id, $4 the
+ * fingerprint, $5 the retention in ms, $6 the lock wait.
+ *
+ * `wait` reads the connection's lock_timeout before setting the statement's
+ * (left to right); the final projection restores it, and runs only once
+ * `found`, and so the wait, is over.
+ */
+function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt }: TakenKey): string {
+  return `WITH wait AS MATERIALIZED (
+            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
+          claim AS (
+            INSERT INTO idempotency_records AS r
+                   (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+            SELECT $1, $2, $3, $4, ${status}, ${responseStatus}, ${responseHeaders}, ${responseBody}, now(), ${completedAt}, now() + $5 * interval '1 millisecond' FROM wait
+            ON CONFLICT (scope, operation, key) DO UPDATE
+              SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response_status = EXCLUDED.response_status,
+                  response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, created_at = EXCLUDED.created_at,
+                  completed_at = EXCLUDED.completed_at, expires_at = EXCLUDED.expires_at
+              WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
+            RETURNING (xmax <> 0) AS took_over, expires_at),
+          found AS (
+            SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
+                   NULL::jsonb AS response_headers, NULL AS response_body
+              FROM claim
+            UNION ALL
+            SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
+              FROM idempotency_records
+             WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
+          SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
+            FROM (SELECT) AS one LEFT JOIN found ON true`;
+}
+
+/** The row of `LeaseStatements.claim`: the claim, or the record that holds the key (`claimed` false), or none. */
+export type LeaseClaimRow = RecordRow & {
+  claimed: boolean;
+  took_over: boolean;
+  attempts: number;
+  phase_results: Record<string, unknown>;
+  run: string;
+  lease_live: boolean;
+  database_now: Date;
+};
+
+/** The row of `LeaseStatements.takeOver`: what resuming the operation needs. */
+export interface TakenOverRow {
+  resume: ResumeInfo | null;
+  phase_results: Record<string, unknown>;
+  attempts: number;
+  recovery_point: string | null;
+  run: string;
+}
+
+/** A row of `LeaseStatements.abandoned`: the claim, its stale owner, and the operation it resumes (none: never started). */
+export type AbandonedRow = RecordId & { owner_token: string | null; resumes: string | null };
+
+const PK = 'scope = $1 AND operation = $2 AND key = $3';
+/**
+ * The identity of a run of a key: the instant its record was claimed
+ * (`created_at`, to the microsecond, in UTC). A lease takeover keeps it; a
+ * claim of an expired record starts a new run, with a later instant.
+ */
+const RUN = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
+
+/**
+ * The SQL of phased operations, each statement committing on its own unless
+ * run in a phase's transaction. Every write after the claim is fenced by
+ * `owner_token = $owner`: a stale owner that wakes up after a takeover
+ * matches no row, so it can never overwrite the new owner's work.
+ */
+export const LeaseStatements = {
+  /**
+   * Claims the key with a lease. An expired finished record starts over; an
+   * in-progress one whose lease lapsed is taken over with its recovery point
+   * and phase results.
+   *
+   * A key that is held is never waited on: the statement reads the record
+   * first and attempts the claim only when the key is free or claimable, so a
+   * duplicate of a live owner (whose local phase may hold the record's row
+   * lock for as long as the phase runs) gets the holder's record back at
+   * once. The attempt itself waits at most `lockTimeoutMs` on a row lock
+   * (SQLSTATE 55P03 after that). No row: the key is held by a claim this
+   * statement's snapshot could not see yet (an expired record is never a holder).
+   */
+  claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Statement {
+    return {
+      text: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
+       held AS (
+         SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
+                (status <> 'in_progress' AND expires_at <= now())
+                  OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = $4) AS claimable
+           FROM idempotency_records WHERE ${PK}),
+       claim AS (
+         INSERT INTO idempotency_records AS r
+                (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
+         SELECT $1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')}
+           FROM wait WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
+         ON CONFLICT (scope, operation, key) DO UPDATE SET
+           owner_token = EXCLUDED.owner_token,
+           lease_expires_at = EXCLUDED.lease_expires_at,
+           attempts = CASE WHEN r.status = 'in_progress' THEN r.attempts + 1 ELSE 1 END,
+           phase_results = CASE WHEN r.status = 'in_progress' THEN r.phase_results ELSE '{}' END,
+           recovery_point = CASE WHEN r.status = 'in_progress' THEN r.recovery_point END,
+           resume = CASE WHEN r.status = 'in_progress' THEN r.resume END,
+           created_at = CASE WHEN r.status = 'in_progress' THEN r.created_at ELSE EXCLUDED.created_at END,
+           expires_at = CASE WHEN r.status = 'in_progress' THEN r.expires_at ELSE EXCLUDED.expires_at END,
+           fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
+           response_body = NULL, completed_at = NULL, failure_reason = NULL
+         WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
+            OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
+         RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run)
+       SELECT true AS claimed, took_over, attempts, phase_results, run,
+              NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+              NULL AS response_body, NULL::timestamptz AS expires_at, NULL::boolean AS lease_live, NULL::timestamptz AS database_now
+         FROM claim
+       UNION ALL
+       SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live, now()
+         FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
+    };
+  },
+
+  /**
+   * The completer's takeover of an abandoned claim: a compare-and-set on the
+   * owner token, so of several reapers exactly one wins. A record whose row
+   * is locked (an owner's local phase is committing) is skipped, not waited on.
+   */
+  takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Statement {
+    return {
+      text: `WITH free AS (
+           SELECT ctid FROM idempotency_records
+            WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
+            FOR UPDATE SKIP LOCKED),
+         taken AS (
+           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+            WHERE ctid IN (SELECT ctid FROM free)
+            RETURNING resume, phase_results, attempts, recovery_point, ${RUN} AS run)
+         SELECT * FROM taken`,
+      values: [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
+    };
+  },
+
+  /** Deletes a claim that never started its operation (one row back when it did): no side effect can exist, so the key is simply free again. */
+  discardUnstarted(id: RecordId, owner: string): Statement {
+    return {
+      text: `WITH gone AS (DELETE FROM idempotency_records WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
+       SELECT 1 FROM gone`,
+      values: [id.scope, id.operation, id.key, owner],
+    };
+  },
+
+  /** Extends the lease. Inside a transaction it also locks the record. */
+  renew(id: RecordId, owner: string, leaseMs: number): Statement {
+    return fenced(`lease_expires_at = now() + ${ms('$5')}`, id, owner, [leaseMs]);
+  },
+
+  /** Records a finished phase as the new recovery point. */
+  savePhase(id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Statement {
+    return fenced(
+      `phase_results = phase_results || jsonb_build_object($5::text, $6::jsonb), recovery_point = $5, lease_expires_at = now() + ${ms('$7')}`,
+      id,
+      owner,
+      [phase, resultJson, leaseMs],
+    );
+  },
+
+  /** Stores what resuming needs once per run, keeping an earlier owner's: returns what is stored, no row when `owner` lost the claim. */
+  saveResume(id: RecordId, owner: string, resume: ResumeInfo): Statement {
+    return {
+      text: `WITH fenced AS (
+         UPDATE idempotency_records SET resume = coalesce(resume, $5::jsonb)
+          WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING resume)
+       SELECT resume FROM fenced`,
+      values: [id.scope, id.operation, id.key, owner, JSON.stringify(resume)],
+    };
+  },
+
+  /** Lets the lease lapse now, so that a retry resumes at once. */
+  release(id: RecordId, owner: string): Statement {
+    return fenced(`lease_expires_at = now()`, id, owner, []);
+  },
+
+  /** Records the outcome, `failed` with a reason for an operation that cannot be completed, and ends the lease. */
+  finish(id: RecordId, owner: string, outcome: EncodedOutcome, retentionMs: number, failureReason?: string): Statement {
+    return fenced(
+      `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
+       completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
+      id,
+      owner,
+      [failureReason ? 'failed' : 'completed', outcome.status, outcome.headers, outcome.body, failureReason ?? null, retentionMs],
+    );
+  },
+
+  /** Up to `limit` claims whose lease lapsed, the longest lapsed first: the completer's candidates. */
+  abandoned(limit: number): Statement {
+    return {
+      text: `SELECT scope, operation, key, owner_token, resume->>'operation' AS resumes FROM idempotency_records
+              WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
+      values: [limit],
+    };
+  },
+};
+
+/** An update of `owner`'s claim (parameters from $5 on): one row back while `owner` holds it, none once it lost it. */
+function fenced(assignments: string, id: RecordId, owner: string, extra: unknown[]): Statement {
+  return {
+    text: `WITH fenced AS (
+         UPDATE idempotency_records SET ${assignments}
+          WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING 1)
+       SELECT 1 FROM fenced`,
+    values: [id.scope, id.operation, id.key, owner, ...extra],
+  };
+}
+
+/**
+ * One batch of the reaper: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
+ * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
+ * plan a TID scan at any table size, whatever the statistics say.
+ */
+export const REAP_BATCH = `
+  WITH gone AS (
+    DELETE FROM idempotency_records
+     WHERE ctid = ANY (ARRAY(
+       SELECT ctid FROM idempotency_records
+        WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
+        ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+    RETURNING 1)
+  SELECT count(*)::int AS deleted FROM gone`;
+
+/** The reaper's SQL: each batch is a transaction of its own that takes the lock first. */
+export const ReaperStatements = {
+  /** A transaction-level advisory lock, so that with several instances only one reaps at a time. */
+  lock(): Statement {
+    return { text: `SELECT pg_try_advisory_xact_lock(hashtext('idempotency_records:reaper')) AS locked`, values: [] };
+  },
+
+  /** Deletes one batch (`REAP_BATCH`): expired by `now` (absent: the database's clock), at most `limit`. */
+  batch(now: Date | undefined, limit: number): Statement {
+    return { text: REAP_BATCH, values: [now ?? null, limit] };
+  },
+};

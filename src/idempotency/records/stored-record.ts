@@ -1,0 +1,79 @@
+import type { IdempotencyRecordStatus } from '../idempotency-record.entity.js';
+import type { RecordedOutcome } from '../recorded-outcome.js';
+
+/** What makes a key unique: the tenant scope, the operation and the key itself. */
+export interface RecordId {
+  scope: string;
+  operation: string;
+  key: string;
+}
+
+/** What a phased operation needs to be finished by someone other than its first owner (the `resume` column). */
+export interface ResumeInfo {
+  operation: string;
+  input: unknown;
+  /** The route's success status and recordable error statuses. */
+  status: number;
+  storeErrors: number[];
+  /** The route's retention, in ms; the module's for claims stored without it. */
+  retention?: number;
+}
+
+/** The part of a record the request flow reads. */
+export interface StoredRecord {
+  fingerprint: string;
+  status: IdempotencyRecordStatus;
+  outcome: RecordedOutcome | null;
+  expiresAt: Date;
+}
+
+/** The columns of a record the flows read (`RECORD_COLUMNS`). */
+export interface RecordRow {
+  fingerprint: string;
+  status: IdempotencyRecordStatus;
+  response_status: number | null;
+  /** Plaintext records: the headers. Sealed ones (encryption at rest): NULL, the headers are in the body's envelope. */
+  response_headers: Record<string, string> | null;
+  /** Plaintext records: the exact body text. Sealed ones: the envelope of headers and body. */
+  response_body: string | null;
+  expires_at: Date;
+}
+
+/** The columns of a recorded outcome, as read. */
+export interface OutcomeColumns {
+  response_status: number;
+  response_headers: Record<string, string> | null;
+  response_body: string | null;
+}
+
+/**
+ * An outcome as its columns store it, made only by `OutcomeCodec.encode`:
+ * sealed when encryption is on. Statements that record an outcome take this,
+ * never a RecordedOutcome, so none can write one around the codec.
+ */
+export type EncodedOutcome = {
+  readonly status: number;
+  /** JSON text of the headers; null when sealed. */
+  readonly headers: string | null;
+  readonly body: string | null;
+} & { readonly __encodedBy: 'OutcomeCodec' };
+
+/** Reads a recorded outcome back (`OutcomeCodec`): decrypts it, or throws when it must not be replayed. */
+export interface OutcomeDecoder {
+  decode(id: RecordId, columns: OutcomeColumns): RecordedOutcome;
+}
+
+/**
+ * The record of `id` as the flows use it. Its outcome goes through `outcomes`
+ * (the codec), which throws IdempotencyRecordUndecryptableException for one
+ * that must not be replayed.
+ */
+export function toStoredRecord(row: RecordRow, id: RecordId, outcomes: OutcomeDecoder): StoredRecord {
+  const outcome = hasOutcome(row) ? outcomes.decode(id, row) : null;
+  return { fingerprint: row.fingerprint, status: row.status, outcome, expiresAt: row.expires_at };
+}
+
+/** Whether the row holds a recorded outcome (a finished record), without reading it. */
+export function hasOutcome(row: RecordRow): row is RecordRow & OutcomeColumns {
+  return row.status !== 'in_progress' && row.response_status !== null;
+}
