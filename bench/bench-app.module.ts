@@ -18,11 +18,9 @@ export interface BenchAppOptions {
    * Module options that survive JSON, e.g. `replayCacheSize: 0`, a reaper
    * schedule or `encryption` with base64 keys; unset ones keep the module's defaults.
    */
-  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
+  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
   /** node-postgres pipelining (`extra.pipeline`) on the app's DataSource; default: the demo's, on. */
   pipeline?: boolean;
-  /** `false` keeps the module from reading a likely replay before the claim (see read-first-switch.ts). */
-  readFirst?: boolean;
 }
 
 /**

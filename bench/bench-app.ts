@@ -5,14 +5,12 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { AppCpu, AppCpuRequest, AppReady } from './load-protocol.js';
-import { turnReadFirstOff } from './read-first-switch.js';
 import { BenchAppModule, type BenchAppOptions } from './bench-app.module.js';
 
 async function main(): Promise<void> {
   const options = JSON.parse(process.argv[2] ?? '{}') as BenchAppOptions;
   if (!options.databaseUrl) throw new Error('bench-app: pass the options as JSON, with databaseUrl');
   const app = await NestFactory.create(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
-  if (options.readFirst === false) turnReadFirstOff(app);
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
 

@@ -43,7 +43,21 @@ export class BenchOrdersController {
     return this.createOrder(dto, response);
   }
 
-  // Another `@Idempotent({ … })` route variant is one more handler like createIdempotent (see bench/README.md).
+  /** The same, its key claimed first: the claim opens the transaction, the outcome's UPDATE closes it. */
+  @Post('orders/claim-first')
+  @Idempotent({ claim: 'first' })
+  createClaimedFirst(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    return this.createOrder(dto, response);
+  }
+
+  /** The same, its key claimed at commit: one INSERT of the completed record right before COMMIT. */
+  @Post('orders/at-commit')
+  @Idempotent({ claim: 'at-commit' })
+  createAtCommit(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    return this.createOrder(dto, response);
+  }
+
+  // Another `@Idempotent({ … })` route variant is one more handler like these (see bench/README.md).
 
   /** What every `@Idempotent()` route of the bench runs: the demo's order write, answered like `POST /orders`. */
   private async createOrder(dto: CreateOrderDto, response: HeaderWriter): Promise<OrderView> {

@@ -15,6 +15,9 @@ export type ScenarioId =
   | 'uncached-replay'
   | 'claim-replay'
   | 'unpipelined-first'
+  | 'claim-first-first'
+  | 'at-commit-first'
+  | 'at-commit-replay'
   | 'encrypted-first'
   | 'encrypted-replay';
 
@@ -27,8 +30,8 @@ export const APP_VARIANTS = {
   main: () => ({}),
   /** Every replay reads its record: the base of the encryption and read-first ratios. */
   uncached: () => ({ idempotency: { replayCacheSize: 0 } }),
-  /** `uncached`, with no read before the claim: every replay goes through the claim. */
-  'claim-first-replays': () => ({ idempotency: { replayCacheSize: 0 }, readFirst: false }),
+  /** `uncached`, with no read before the claim: every replay goes through the claim (or, at commit, runs and finds the key there). */
+  'claim-first-replays': () => ({ idempotency: { replayCacheSize: 0, readFirst: false } }),
   /** node-postgres pipelining off: BEGIN, the claim, the outcome and COMMIT each wait for the previous answer. */
   unpipelined: () => ({ pipeline: false }),
   // A fresh key per run: the bench database is dropped at the end, and nothing sealed outlives it.
@@ -76,8 +79,12 @@ export const SCENARIOS: readonly Scenario[] = [
   { id: 'peer-replay', label: 'peer replay', path: '/bench/peer/orders', keys: 'cycle', peer: true, app: 'main', statuses: [201], replays: 'all' },
   ours('uncached-first', 'first, cache off', 'uncached', false),
   ours('uncached-replay', 'replay, cache off', 'uncached', true),
-  ours('claim-replay', 'replay, no read-first', 'claim-first-replays', true),
+  ours('claim-replay', 'replay, no read-first', 'claim-first-replays', true, '/bench/orders/claim-first'),
   ours('unpipelined-first', 'first, no pipelining', 'unpipelined', false),
+  ours('claim-first-first', 'first, claimed first', 'main', false, '/bench/orders/claim-first'),
+  ours('at-commit-first', 'first, claimed at commit', 'main', false, '/bench/orders/at-commit'),
+  // A retry that finds neither the cache nor the read-first path: the handler runs, finds the key at commit, rolls back.
+  ours('at-commit-replay', 'replay at commit, no shortcut', 'claim-first-replays', true, '/bench/orders/at-commit'),
   ours('encrypted-first', 'encrypted first', 'encrypted', false),
   ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
 ];
@@ -96,6 +103,8 @@ export const TWINS: readonly Twins[] = [
   { name: 'encryption, replay (reads and decrypts)', subject: 'encrypted-replay', base: 'uncached-replay' },
   { name: 'no read-first, replay from the table', subject: 'claim-replay', base: 'uncached-replay' },
   { name: 'no pipelining, first execution', subject: 'unpipelined-first', base: 'first' },
+  { name: 'claimed at commit, not first, first execution', subject: 'at-commit-first', base: 'claim-first-first' },
+  { name: 'claimed at commit, not first, replay with no shortcut', subject: 'at-commit-replay', base: 'claim-replay' },
 ];
 
 /** The demo's order body: valid for CreateOrderDto, identical on every request so replays match their fingerprint. */

@@ -146,9 +146,10 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
       probing = false;
       await probe;
       expect(duplicates.map((duplicate) => duplicate.status)).toEqual(Array(30).fill(409));
-      expect(Math.max(...duplicates.map((duplicate) => duplicate.ms))).toBeLessThan(1000 + 250);
+      // Bounds far below the 5 s the phase holds the row (what both took before the fix), with room for a loaded machine.
+      expect(Math.max(...duplicates.map((duplicate) => duplicate.ms))).toBeLessThan(1000 + 1000);
       expect(poolWaits.length).toBeGreaterThan(10);
-      expect(Math.max(...poolWaits)).toBeLessThan(100);
+      expect(Math.max(...poolWaits)).toBeLessThan(1000);
       await released;
       expect((await owner).status).toBe(201);
     } finally {

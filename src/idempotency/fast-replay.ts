@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ResolvedModuleOptions } from './idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotencyStatements, type LiveRecordRow } from './records/record.statements.js';
 import { hasOutcome, type RecordId, toStoredRecord } from './records/stored-record.js';
@@ -20,11 +22,12 @@ export class FastReplay {
     private readonly outcomes: OutcomeCodec,
     private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
   /** The live record's outcome, if the key is likely replayed and has one. */
   async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
-    if (!this.replays.likely(id.operation)) return undefined;
+    if (!this.options.readFirst || !this.replays.likely(id.operation)) return undefined;
     const { text, values } = IdempotencyStatements.findLive(id);
     const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
     this.replays.observe(id.operation, row !== undefined && hasOutcome(row));

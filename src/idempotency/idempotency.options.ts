@@ -67,6 +67,13 @@ export interface IdempotencyModuleOptions {
    */
   replayCacheBytes?: number;
   /**
+   * Whether a replay the cache does not answer is read by primary key before
+   * any claim, while an operation's keys are often found held (a moving
+   * average; see `ClaimMode`). Off, every such replay goes through the claim.
+   * Default true.
+   */
+  readFirst?: boolean;
+  /**
    * Whether the module sends its statements on the claim's connection as
    * named prepared statements, parsed once per connection. Turn off behind a
    * pooler that cannot keep them across its server connections: PgBouncer in
@@ -265,6 +272,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     onEvent: options.onEvent,
     replayCacheSize: options.replayCacheSize ?? 10_000,
     replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
+    readFirst: options.readFirst ?? true,
     preparedStatements: options.preparedStatements ?? true,
     claimDriver: options.claimDriver ?? 'pg',
     openapi: options.openapi ?? true,
