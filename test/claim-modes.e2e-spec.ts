@@ -102,6 +102,18 @@ describe('claim modes', () => {
     expect(await entriesLabelled('expired-at-commit')).toBe(2);
   });
 
+  it('sends every replay the cache misses through the claim with readFirst: false', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ claim: 'first', replayCacheSize: 0, readFirst: false, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const key = newKey();
+    const first = await post(url, '/entries', key, 'no-read-first');
+    for (let i = 0; i < 6; i++) expect((await post(url, '/entries', key, 'no-read-first')).text).toBe(first.text);
+    const replays = events.filter((event) => event.outcome === 'replayed');
+    expect(replays).toHaveLength(6);
+    // With the read-first path on, the later replays would be plain reads, with no claim (see the request-flow suite).
+    expect(replays.every((event) => event.claimMs !== undefined)).toBe(true);
+  });
+
   it('claims at commit while keys are rarely held, and first once retries that reach the table are common', async () => {
     const events: AttemptEvent[] = [];
     const { url } = await start({ replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
