@@ -95,6 +95,7 @@ export class OneTransactionFlow {
       const row = begun.first!.rows[0];
       const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
       if (held) return { steps, settled: held };
+      if (row.took_over) steps.tookOver = 'expired';
       const handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, false);
       const commitStarted = performance.now();
       await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))).finally(() => {
@@ -120,10 +121,10 @@ export class OneTransactionFlow {
       }
       const claimStarted = performance.now();
       const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
-      const open = transaction;
-      const [row] = (await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, open.query<ClaimRow>(record)))).rows;
+      const [row] = (await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, transaction.query<ClaimRow>(record)))).rows;
       const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
       if (held) return { steps, settled: held };
+      if (row.took_over) steps.tookOver = 'expired';
       const commitStarted = performance.now();
       await this.reportCommitFailure(id, transaction.commit()).finally(() => {
         steps.timeline.commit = { start: commitStarted, end: performance.now() };
@@ -141,10 +142,18 @@ export class OneTransactionFlow {
    * wait that timed out) or just alongside it. The claim, in a transaction
    * of its own and rolled back, waits for an owner in flight like a claim
    * first would: a key held by a live record replays it, whatever this
-   * request's own failure was; a free key answers that failure.
+   * request's own failure was; a free key, or a claim that cannot run (the
+   * connection lost), answers that failure; an owner still in flight, 409.
    */
   private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
-    const probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait)));
+    const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
+    let probe: Awaited<ReturnType<typeof ClaimTransaction.begin<ClaimRow>>>;
+    try {
+      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, claim));
+    } catch (error) {
+      if (steps.collided) throw error; // the owner is still in flight: 409
+      return { error: failure };
+    }
     try {
       const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.first!.rows[0], terms, steps);
       return held ? { settled: held } : { error: failure };
@@ -153,13 +162,10 @@ export class OneTransactionFlow {
     }
   }
 
-  /** What a key-taking statement found: undefined when it took the key, else the holder's outcome to replay. */
+  /** What a key-taking statement found: undefined when it took the key (the caller's to use or give up), else the holder's outcome to replay. */
   private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
     this.replays.observe(id.operation, !row.claimed);
-    if (row.claimed) {
-      if (row.took_over) steps.tookOver = 'expired';
-      return undefined;
-    }
+    if (row.claimed) return undefined;
     if (row.fingerprint == null) steps.collided = true;
     return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
   }
