@@ -1,7 +1,8 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
-import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
+import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
+import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -9,15 +10,15 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
  * The two claim modes where they differ in what they do, and agree in what a
  * client sees: the races a claim at commit settles only at COMMIT, the cost
  * of a retry that finds no shortcut, and the adaptive switch between them.
- * Adapter-neutral: it runs on Express only (the contract suites run both).
+ * Adapter-neutral but for the headers a losing handler set: that runs on both.
  */
 describe('claim modes', () => {
   let db: TestDatabase;
   let keySeq = 0;
   const newKey = () => `modes-${++keySeq}-${Date.now()}`;
   const apps: RunningApp[] = [];
-  const start = async (options: IdempotencyModuleOptions) => {
-    const running = await startApp({ imports: ledgerAppModules(db.url, options) });
+  const start = async (options: IdempotencyModuleOptions, adapter: HttpAdapterName = 'express') => {
+    const running = await startApp({ imports: ledgerAppModules(db.url, options) }, { adapter });
     apps.push(running);
     return { url: running.url, ledger: running.app.get(Ledger) };
   };
@@ -51,6 +52,23 @@ describe('claim modes', () => {
       expect(duplicate.headers['idempotent-replayed']).toBe('true');
       expect(duplicate.text).toBe(first.text);
       expect(await count(`SELECT count(*) AS n FROM ledger_labels WHERE label = $1`, [`unique-${claim}`])).toBe(1);
+    });
+
+    it.each(HTTP_ADAPTERS)('sends none of the headers a losing handler set: a 422 and a replay carry only their own (%s)', async (adapter) => {
+      const { url } = await start({ claim, replayCacheSize: 0 }, adapter);
+      const key = newKey();
+      const first = await post(url, '/entries/located', key, `located-${claim}`);
+      expect(first.status).toBe(201);
+      expect(first.headers['x-entry']).toBeDefined();
+      // No cache: claimed at commit, each of these runs the handler, which sets both headers, then finds the key held.
+      const reused = await post(url, '/entries/located', key, `other-${claim}`);
+      expect(reused.status).toBe(422);
+      expect(reused.headers.location).toBeUndefined();
+      expect(reused.headers['x-entry']).toBeUndefined();
+      const replay = await post(url, '/entries/located', key, `located-${claim}`);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers.location).toBe(first.headers.location);
+      expect(replay.headers['x-entry']).toBeUndefined();
     });
 
     it('lets a waiting duplicate run and commit when the winner fails at COMMIT', async () => {

@@ -8,6 +8,7 @@ import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql
 import type { OneTransactionTerms } from './one-transaction.flow.js';
 import { captureSuccess } from './outcome-capture.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
+import { snapshotResponseHeaders } from './response-headers.js';
 import { fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
@@ -58,6 +59,7 @@ export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractH
     capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, adapter, response)),
     ...(route.recordsErrors && { storesError: (error: unknown) => route.storesError(error) }),
     inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
+    ...(response !== undefined && !route.capture && { snapshotResponse: () => snapshotResponseHeaders(response) }),
   };
 }
 

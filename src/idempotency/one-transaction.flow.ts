@@ -37,6 +37,12 @@ export interface OneTransactionTerms {
   inProgress(): Error;
   /** The error for a key recorded for a different request; the module's 422 by default. */
   reused?(): Error;
+  /**
+   * Takes note of the response's headers before the handler runs, and
+   * returns what puts them back: claimed at commit, a handler that ran may
+   * lose to the winner, and then nothing it set on the response is sent.
+   */
+  snapshotResponse?(): () => void;
 }
 
 /** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
@@ -110,20 +116,27 @@ export class OneTransactionFlow {
 
   private async claimAtCommit(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     let transaction: ClaimTransaction | undefined;
+    let restoreHeaders: (() => void) | undefined;
     try {
       transaction = (await ClaimTransaction.begin(runner, this.options, ...this.savepoint(terms))).transaction;
+      restoreHeaders = terms.snapshotResponse?.();
       let handled: Handled;
       try {
         handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, true);
       } catch (error) {
         await transaction.rollback();
-        return { steps, ...(await this.afterFailure(runner, steps, id, fingerprint, terms, error)) };
+        const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
+        if ('settled' in ending) restoreHeaders?.();
+        return { steps, ...ending };
       }
       const claimStarted = performance.now();
       const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
       const [row] = (await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, transaction.query<ClaimRow>(record)))).rows;
       const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
-      if (held) return { steps, settled: held };
+      if (held) {
+        restoreHeaders?.();
+        return { steps, settled: held };
+      }
       if (row.took_over) steps.tookOver = 'expired';
       const commitStarted = performance.now();
       await this.reportCommitFailure(id, transaction.commit()).finally(() => {
@@ -132,6 +145,7 @@ export class OneTransactionFlow {
       return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
     } catch (error) {
       await transaction?.rollback();
+      restoreHeaders?.();
       return { steps, error };
     }
   }

@@ -9,6 +9,7 @@ import {
   Module,
   Param,
   Post,
+  Res,
   StreamableFile,
 } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -186,6 +187,16 @@ export class EntriesController {
   @Idempotent({ operation: 'create-entry', version: '2' })
   createV2(@Body() body: EntryBody) {
     return this.ledger.write(body.label);
+  }
+
+  /** Sets a replayed header (Location) and one that is not (X-Entry) on the live response. */
+  @Post('located')
+  @Idempotent()
+  async located(@Body() body: EntryBody, @Res({ passthrough: true }) response: { header(name: string, value: string): unknown }) {
+    const written = await this.ledger.write(body.label);
+    response.header('Location', `/entries/${written.entry}`);
+    response.header('X-Entry', String(written.entry));
+    return written;
   }
 
   @Post('unique')
