@@ -84,6 +84,8 @@ function headlineLines(headline: HeadlineRatios): string[] {
     ['peer first execution p99 ÷ bare transaction', headline.peerFirstExecutionP99],
     ['peer replay throughput ÷ bare transaction', headline.peerReplayThroughput],
     ['first execution throughput ÷ peer first execution', headline.firstExecutionVersusPeer],
+    ['replay throughput ÷ peer replay (cache on)', headline.replayVersusPeer],
+    ['replay throughput, cache off ÷ peer replay', headline.uncachedReplayVersusPeer],
   ];
   const width = Math.max(...entries.map(([name]) => name.length));
   return entries.map(([name, value]) => `  ${name.padEnd(width)}  ${value === undefined ? 'not measured' : fixed(value, 2)}`);

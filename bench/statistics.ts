@@ -55,6 +55,10 @@ export interface HeadlineRatios {
   peerReplayThroughput?: number;
   /** This module's first execution against the peer's: above 1 means faster. */
   firstExecutionVersusPeer?: number;
+  /** This module's replay (from its cache) against the peer's (from Redis). */
+  replayVersusPeer?: number;
+  /** This module's replay with the cache off (from PostgreSQL) against the peer's. */
+  uncachedReplayVersusPeer?: number;
 }
 
 /** A scenario against its twin (see TWINS in scenarios.ts): what the one difference between them costs. */
@@ -157,8 +161,7 @@ export function ratiosToBare(summaries: readonly ScenarioSummary[], runs: readon
 export function headlineRatios(ratios: readonly RatioToBare[], summaries: readonly ScenarioSummary[]): HeadlineRatios {
   const of = (id: ScenarioId) => ratios.find((ratio) => ratio.id === id);
   const rps = (id: ScenarioId) => summaries.find((summary) => summary.id === id)?.medianRequestsPerSecond;
-  const first = rps('first');
-  const peerFirst = rps('peer-first');
+  const versus = (ours: number | undefined, peer: number | undefined) => (ours !== undefined && peer !== undefined ? ours / peer : undefined);
   return {
     firstExecutionThroughput: of('first')?.throughput,
     firstExecutionP99: of('first')?.p99,
@@ -166,7 +169,9 @@ export function headlineRatios(ratios: readonly RatioToBare[], summaries: readon
     peerFirstExecutionThroughput: of('peer-first')?.throughput,
     peerFirstExecutionP99: of('peer-first')?.p99,
     peerReplayThroughput: of('peer-replay')?.throughput,
-    firstExecutionVersusPeer: first !== undefined && peerFirst !== undefined ? first / peerFirst : undefined,
+    firstExecutionVersusPeer: versus(rps('first'), rps('peer-first')),
+    replayVersusPeer: versus(rps('replay'), rps('peer-replay')),
+    uncachedReplayVersusPeer: versus(rps('uncached-replay'), rps('peer-replay')),
   };
 }
 
