@@ -53,16 +53,10 @@ export class ClaimTransaction {
     return this.driver.query<Row>(statement);
   }
 
-  /** Runs `statement` and COMMIT together; throws, with nothing committed, when the statement fails. */
-  async commitWith(statement: PreparedStatement): Promise<void> {
+  /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
+  async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
     this.open = false;
-    await this.driver.commit(statement);
-  }
-
-  /** Commits; throws, with nothing committed, when the transaction had failed. */
-  async commit(): Promise<void> {
-    this.open = false;
-    await this.driver.commit();
+    return this.driver.commit<Row>(statement);
   }
 
   /** Rolls back if still open; a broken connection is left for the pool to discard. */

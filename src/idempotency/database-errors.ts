@@ -2,6 +2,8 @@ import { HttpException } from '@nestjs/common';
 import { IdempotencyDatabaseUnavailableException } from './idempotency.exceptions.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
+/** What the claim at commit raises when the key is held (see `IdempotencyStatements.recordAtCommit`). */
+const KEY_HELD_AT_COMMIT = '22012';
 
 /** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
 const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
@@ -29,4 +31,10 @@ export function asUnavailable(error: unknown): never {
 export function isLockTimeout(error: unknown): boolean {
   const failure = error as { code?: string; driverError?: { code?: string } };
   return (failure.driverError?.code ?? failure.code) === LOCK_NOT_AVAILABLE;
+}
+
+/** The claim at commit found the key held, and so failed its transaction: COMMIT rolled everything back. */
+export function isKeyHeldAtCommit(error: unknown): boolean {
+  const failure = error as { code?: string; driverError?: { code?: string } };
+  return (failure.driverError?.code ?? failure.code) === KEY_HELD_AT_COMMIT;
 }

@@ -4,11 +4,11 @@ import { lastValueFrom } from 'rxjs';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from './current-operation.js';
-import { isLockTimeout } from './database-errors.js';
+import { isKeyHeldAtCommit, isLockTimeout } from './database-errors.js';
 import { hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ClaimMode, ResolvedModuleOptions } from './idempotency.options.js';
-import { type ClaimRow, IdempotencyStatements, type LiveRecordRow } from './records/record.statements.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement } from './records/record.statements.js';
 import { type RecordId, type RecordRow, toStoredRecord } from './records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { captureError } from './outcome-capture.js';
@@ -129,25 +129,59 @@ export class OneTransactionFlow {
         if ('settled' in ending) restoreHeaders?.();
         return { steps, ...ending };
       }
-      const claimStarted = performance.now();
       const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
-      const [row] = (await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, transaction.query<ClaimRow>(record)))).rows;
-      const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
-      if (held) {
+      const committed = await this.commitRecord(transaction, id, terms, steps, record);
+      if (!committed) {
         restoreHeaders?.();
-        return { steps, settled: held };
+        return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
       }
+      const [row] = committed.rows;
       if (row.took_over) steps.tookOver = 'expired';
-      const commitStarted = performance.now();
-      await this.reportCommitFailure(id, transaction.commit()).finally(() => {
-        steps.timeline.commit = { start: commitStarted, end: performance.now() };
-      });
       return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
     } catch (error) {
       await transaction?.rollback();
       restoreHeaders?.();
       return { steps, error };
     }
+  }
+
+  /**
+   * Sends the record with COMMIT, in one write where the connection is
+   * pipelined: the claim and the commit, timed as both. Undefined when the
+   * key was held, and so nothing committed; 409 when its owner outlasted
+   * `wait`.
+   */
+  private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: ClaimRow[] } | undefined> {
+    const started = performance.now();
+    try {
+      const committed = await transaction.commitWith<ClaimRow>(record);
+      this.replays.observe(id.operation, false);
+      return committed;
+    } catch (error) {
+      if (isKeyHeldAtCommit(error)) {
+        this.replays.observe(id.operation, true);
+        return undefined;
+      }
+      if (isLockTimeout(error)) {
+        steps.collided = true;
+        throw terms.inProgress();
+      }
+      this.commitFailed(id, error);
+      throw error;
+    } finally {
+      const ended = performance.now();
+      steps.claimMs = ended - started;
+      steps.timeline.claim = steps.timeline.commit = { start: started, end: ended };
+    }
+  }
+
+  /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
+  private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
+    const { text, values } = IdempotencyStatements.readRecord(id);
+    const [holder]: LiveRecordRow[] = await runner.query(text, values);
+    const record = holder && toStoredRecord(holder, id, this.outcomes);
+    if (!record?.outcome) throw terms.inProgress();
+    return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
 
   /**
@@ -201,11 +235,15 @@ export class OneTransactionFlow {
     });
   }
 
-  private reportCommitFailure(id: RecordId, commit: Promise<void>): Promise<void> {
-    return commit.catch((error: Error) => {
-      this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: error.message });
+  private reportCommitFailure<T>(id: RecordId, commit: Promise<T>): Promise<T> {
+    return commit.catch((error: unknown) => {
+      this.commitFailed(id, error);
       throw error;
     });
+  }
+
+  private commitFailed(id: RecordId, error: unknown): void {
+    this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: (error as Error).message });
   }
 
   /** The savepoint a stored failure rolls back to: sent with the claim, or with BEGIN when the claim comes at commit. */

@@ -72,13 +72,14 @@ export class PgClientDriver implements TransactionDriver {
     return this.client.query<Row>(this.asSent(statement));
   }
 
-  async commit(last?: PreparedStatement): Promise<void> {
+  async commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>> {
     // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setTypeOrmState(false);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
-    const settled = await this.sendTogether(last ? [last, 'COMMIT'] : ['COMMIT']);
-    const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-    if (failure) throw failure.reason;
+    const [written, committed] = await this.sendTogether<Row>([last, 'COMMIT']);
+    if (written.status === 'rejected') throw written.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+    return written.value;
   }
 
   async rollback(): Promise<void> {

@@ -28,8 +28,12 @@ export interface TransactionDriver {
   begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
   /** Runs one statement in the open transaction. */
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
-  /** Runs `last`, if given, then COMMIT; throws, with nothing committed, when either fails. */
-  commit(last?: PreparedStatement): Promise<void>;
+  /**
+   * Runs `last`, then COMMIT, sent together where the connection allows;
+   * answers `last`'s result. Throws, with nothing committed, when either
+   * fails.
+   */
+  commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>>;
   /** Rolls back; a broken connection is left for the pool to discard. */
   rollback(): Promise<void>;
 }

@@ -25,14 +25,16 @@ export class TypeOrmDriver implements TransactionDriver {
     return { rows: result.records as Row[] };
   }
 
-  async commit(last?: PreparedStatement): Promise<void> {
+  async commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>> {
+    let result: StatementResult<Row>;
     try {
-      if (last) await this.query(last);
+      result = await this.query<Row>(last);
     } catch (error) {
       await this.rollback();
       throw error;
     }
     await this.runner.commitTransaction();
+    return result;
   }
 
   async rollback(): Promise<void> {

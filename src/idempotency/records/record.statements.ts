@@ -65,14 +65,16 @@ export const IdempotencyStatements = {
 
   /**
    * The claim at commit: the same statement as `claim`, inserting the
-   * completed record with its outcome instead of an in-progress one. It runs
-   * last in the transaction, right before COMMIT, and finds the key held
-   * exactly as the claim would.
+   * completed record with its outcome instead of an in-progress one. It is
+   * sent with COMMIT, in one write on a pipelined connection, and finds the
+   * key held exactly as the claim would; then it fails (division by zero,
+   * SQLSTATE 22012, on a value only a held key gives), so that COMMIT rolls
+   * back everything the request wrote, and the flow reads the holder.
    */
   recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
     return {
       name: 'idempotency.record-at-commit',
-      text: takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()' }),
+      text: takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true }),
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
     };
   },
@@ -113,6 +115,8 @@ interface TakenKey {
   /** response_status, response_headers, response_body. */
   outcome: [string, string, string];
   completedAt: string;
+  /** Fail the statement, and so its transaction, when the key is held, instead of answering the holder. */
+  failWhenHeld?: boolean;
 }
 
 /**
@@ -123,7 +127,9 @@ interface TakenKey {
  * (left to right); the final projection restores it, and runs only once
  * `found`, and so the wait, is over.
  */
-function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt }: TakenKey): string {
+function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
+  // Evaluated per row, never folded at planning: 1 / 1 when this statement took the key, 1 / 0 otherwise.
+  const heldFails = failWhenHeld ? ', 1 / (found.claimed IS TRUE)::int AS taken' : '';
   return `WITH wait AS MATERIALIZED (
             SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
           claim AS (
@@ -144,7 +150,7 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
             SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
               FROM idempotency_records
              WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
-          SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
+          SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout${heldFails}
             FROM (SELECT) AS one LEFT JOIN found ON true`;
 }
 
