@@ -9,7 +9,7 @@ import { hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ClaimMode, ResolvedModuleOptions } from './idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement } from './records/record.statements.js';
-import { type RecordId, type RecordRow, toStoredRecord } from './records/stored-record.js';
+import { type RecordId, toStoredRecord } from './records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { captureError } from './outcome-capture.js';
 import { OutcomeCodec } from './outcome-codec.js';
@@ -179,9 +179,7 @@ export class OneTransactionFlow {
   private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
     const { text, values } = IdempotencyStatements.readRecord(id);
     const [holder]: LiveRecordRow[] = await runner.query(text, values);
-    const record = holder && toStoredRecord(holder, id, this.outcomes);
-    if (!record?.outcome) throw terms.inProgress();
-    return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
+    return this.replayOf(holder, id, fingerprint, terms);
   }
 
   /**
@@ -261,9 +259,14 @@ export class OneTransactionFlow {
   private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
     const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
     await transaction.rollback();
+    return this.replayOf(holder as LiveRecordRow | undefined, id, fingerprint, terms);
+  }
+
+  /** The holder's outcome as the answer: 422 for another request's, 409 while it has none. */
+  private replayOf(holder: LiveRecordRow | undefined, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Settled {
     // An outcome that does not decrypt throws here: it is not replayed, and the claim took nothing over.
-    const record = holder && toStoredRecord(holder as RecordRow, id, this.outcomes);
-    if (!record?.outcome) throw terms.inProgress();
+    const record = holder && toStoredRecord(holder, id, this.outcomes);
+    if (!holder || !record?.outcome) throw terms.inProgress();
     return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
 
