@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -17,6 +18,11 @@ export default defineConfig({
     // The consumer apps are tested against the packed tarball by `npm run test:consumers`.
     exclude: ['**/node_modules/**', 'test/fixtures/**'],
     globalSetup: ['test/support/global-setup.ts'],
+    // Vitest's default is one worker per core but one, a single one on two
+    // cores; the suites mostly wait (on PostgreSQL, child processes, timers),
+    // and each has a database of its own, so three at once on two cores take
+    // about 40% of the time one takes.
+    maxWorkers: Math.max(3, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },
