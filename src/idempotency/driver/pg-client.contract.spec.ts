@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { DataSource, type QueryRunner } from 'typeorm';
 import { type PgClient, PgClientDriver } from './pg-client.driver.js';
+import { poolReadOf } from './pool-reader.js';
 
 /** A TypeORM DataSource on the test server, pipelined as an app sets it. */
 async function pipelinedDataSource(): Promise<DataSource> {
@@ -123,5 +124,24 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     expect(sent).toEqual(['SAVEPOINT typeorm_1', 'SELECT 1', 'RELEASE SAVEPOINT typeorm_1']);
     await driver.rollback();
     expect(runner.isTransactionActive).toBe(false);
+  });
+});
+
+/** The pool under TypeORM's postgres driver that poolReadOf (pool-reader.ts) reads through. */
+describe('reading from the pool under TypeORM (contract with TypeORM)', () => {
+  let dataSource: DataSource;
+
+  beforeAll(async () => {
+    dataSource = await pipelinedDataSource();
+  });
+  afterAll(() => dataSource.destroy());
+
+  it('finds node-postgres’s Pool as the driver’s `master`, and prepares each read there once per connection', async () => {
+    expect((dataSource.driver as unknown as { master: unknown }).master).toBeInstanceOf(pg.Pool);
+    const read = poolReadOf(dataSource, { preparedStatements: true });
+    const statement = { name: 'idempotency.contract-pool-read', text: 'SELECT $1::int AS n', values: [5] };
+    expect(await read(statement)).toEqual([{ n: 5 }]);
+    // The pool has one connection: the statement prepared above is there.
+    expect(await read({ name: 'idempotency.contract-prepared', text: 'SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = $1', values: [statement.name] })).toEqual([{ n: 1 }]);
   });
 });
