@@ -1,21 +1,22 @@
 import type { BenchAppOptions } from './bench-app.module.js';
 import type { GrowthHarness } from './growth-harness.js';
 import type { GrowthOptions } from './growth-options.js';
-import { GROWTH_SCENARIOS, type ReapingRun } from './growth-results.js';
+import { FIRST_EXECUTIONS, type ReapingRun } from './growth-results.js';
 import { countExpired, seedRecords } from './growth-seeding.js';
 import { formatCount, progressLine } from './growth-sizes.js';
 import { loadJobFor, problemsOf } from './scenarios.js';
 
-const FIRST_EXECUTION = GROWTH_SCENARIOS.find((scenario) => scenario.id === 'first')!;
+const FIRST_EXECUTION = { id: 'first', ...FIRST_EXECUTIONS };
 
 /**
  * The reaping part, on a database holding `options.backlog` expired records:
- * first executions in windows alternating between an app without a reaper
- * (`idle`) and an app whose own IdempotencyReaper runs with a short interval,
- * so that its passes follow each other while the claims run. Each window
- * starts with the full backlog (as many records as the previous reaping
- * window deleted are added, expired in the last hour), gets a fresh app,
- * and counts the expired records just before and just after its measured
+ * first executions in the module's default claim mode (`adaptive`: at commit,
+ * as the keys are fresh), in windows alternating between an app without a
+ * reaper (`idle`) and an app whose own IdempotencyReaper runs with a short
+ * interval, so that its passes follow each other while the claims run. Each
+ * window starts with the full backlog (as many records as the previous
+ * reaping window deleted are added, expired in the last hour), gets a fresh
+ * app, and counts the expired records just before and just after its measured
  * phase: the difference over the time between the counts is the reaper's
  * rate while the claims ran. Rounds alternate the order (idle first, then
  * reaping first) so drift cancels.

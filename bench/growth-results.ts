@@ -1,3 +1,4 @@
+import type { BenchAppOptions } from './bench-app.module.js';
 import type { PhaseResult } from './load-protocol.js';
 import type { Scenario } from './scenarios.js';
 import { median, type RunSummary } from './statistics.js';
@@ -5,22 +6,40 @@ import { median, type RunSummary } from './statistics.js';
 export type { RunSummary };
 
 /** The growth scenario ids. */
-export type GrowthScenarioId = 'first' | 'replay' | 'replay-uncached';
+export type GrowthScenarioId = 'claim-first-first' | 'at-commit-first' | 'replay' | 'replay-uncached';
 
-/** One kind of load on the `@Idempotent()` bench route, against the app with or without its replay cache. */
+/**
+ * The apps of a size's window, by their module options (the reaper is off in
+ * all): one per claim mode, and one without the replay cache. The claim mode
+ * is the app's, not a route's, so that every scenario runs on the one route
+ * whose operation the seeded records share.
+ */
+export const GROWTH_APPS = {
+  'claim-first': { claim: 'first' },
+  'at-commit': { claim: 'at-commit' },
+  uncached: { replayCacheSize: 0 },
+} satisfies Record<string, BenchAppOptions['idempotency']>;
+
+/** One kind of load on the `@Idempotent()` bench route, on one of the window's apps. */
 export interface GrowthScenario extends Pick<Scenario, 'label' | 'path' | 'keys' | 'statuses' | 'replays'> {
   id: GrowthScenarioId;
-  /** `uncached`: the app runs with `replayCacheSize: 0`, so every replay reads the table. */
-  app: 'cached' | 'uncached';
+  app: keyof typeof GROWTH_APPS;
 }
 
-const ROUTE = '/bench/orders/idempotent';
+/** The `@Idempotent()` route every growth scenario and the reaping part load; the seeded records share its operation. */
+export const GROWTH_ROUTE = '/bench/orders/idempotent';
 
-/** In the order they run in each window. */
+/** A random UUID key per request: first executions that land all over the primary key, as clients' keys do. */
+export const FIRST_EXECUTIONS = { path: GROWTH_ROUTE, keys: 'random', statuses: [201], replays: 'none' } as const;
+const REPLAYS = { path: GROWTH_ROUTE, keys: 'cycle', statuses: [201], replays: 'all' } as const;
+
+/** In the order they run in odd rounds' windows; even rounds reverse it. */
 export const GROWTH_SCENARIOS: readonly GrowthScenario[] = [
-  { id: 'first', label: 'first execution', path: ROUTE, keys: 'random', statuses: [201], replays: 'none', app: 'cached' },
-  { id: 'replay', label: 'replay, cache on', path: ROUTE, keys: 'cycle', statuses: [201], replays: 'all', app: 'cached' },
-  { id: 'replay-uncached', label: 'replay, cache off', path: ROUTE, keys: 'cycle', statuses: [201], replays: 'all', app: 'uncached' },
+  { id: 'claim-first-first', label: 'first, claimed first', app: 'claim-first', ...FIRST_EXECUTIONS },
+  { id: 'at-commit-first', label: 'first, claimed at commit', app: 'at-commit', ...FIRST_EXECUTIONS },
+  // A replay the cache answers never reaches a claim: either mode's app serves.
+  { id: 'replay', label: 'replay, cache on', app: 'at-commit', ...REPLAYS },
+  { id: 'replay-uncached', label: 'replay, cache off', app: 'uncached', ...REPLAYS },
 ];
 
 /** One scenario measured once: at one table size in one round, or in one reaping variant in one round. */

@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { withClient } from './bench-database.js';
+import { GROWTH_ROUTE } from './growth-results.js';
 
 /** Live records expire in the next 1 to 24 hours; expired ones expired 1 to 24 hours ago, just-expired ones in the last hour. */
 export type RecordKind = 'live' | 'expired' | 'just-expired';
@@ -60,7 +61,7 @@ const SEED_SQL = `
    CROSS JOIN LATERAL (SELECT r0.o::uuid::text AS order_id, r0.*) AS r`;
 
 /** The bench route's operation name, as `@Idempotent()` derives it: method and route template. */
-export const BENCH_OPERATION = 'POST /bench/orders/idempotent';
+export const BENCH_OPERATION = `POST ${GROWTH_ROUTE}`;
 
 /** Runs the migrations on a fresh database, as the bench app would at startup, so the table exists before seeding. */
 export async function migrate(url: string): Promise<void> {

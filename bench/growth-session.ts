@@ -7,7 +7,7 @@ import { GrowthHarness } from './growth-harness.js';
 import type { GrowthOptions } from './growth-options.js';
 import { measureReaping } from './growth-reaping.js';
 import { formatGrowthReport, type ReapingReport, type SizedTable } from './growth-report.js';
-import { summariseReaping, summariseSizes } from './growth-results.js';
+import { GROWTH_APPS, GROWTH_SCENARIOS, summariseReaping, summariseSizes } from './growth-results.js';
 import { migrate, seedRecords, type SeedTarget } from './growth-seeding.js';
 import { formatCount, measureSizes, type SizedDatabase } from './growth-sizes.js';
 import { reaperPlan, tableStats } from './growth-table.js';
@@ -44,7 +44,7 @@ export async function runGrowthSession(options: GrowthOptions, cleanup: CleanupS
 
   const harness = new GrowthHarness(cleanup);
   log(machine.line);
-  log(`${options.rounds} rounds × ${sized.length} sizes × 3 scenarios, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
+  log(`${options.rounds} rounds × ${sized.length} sizes × ${GROWTH_SCENARIOS.length} scenarios, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
   const sizeRuns = await measureSizes(harness, sized, options, runId, log);
   const tables: SizedTable[] = await Promise.all(sized.map(async (entry, index) => ({ size: entry.size, atStart: tablesAtStart[index], atEnd: await tableStats(entry.url, true) })));
 
@@ -70,7 +70,9 @@ export async function runGrowthSession(options: GrowthOptions, cleanup: CleanupS
     return undefined;
   });
   const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
-  const results = { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, seedingSeconds, tables, sizes: summaries, reaping, runs: sizeRuns };
+  // Each scenario with the module options of its app: which claim mode its first executions ran in.
+  const scenarios = GROWTH_SCENARIOS.map((scenario) => ({ ...scenario, moduleOptions: GROWTH_APPS[scenario.app] }));
+  const results = { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, scenarios, machine, notes, seedingSeconds, tables, sizes: summaries, reaping, runs: sizeRuns };
   const written = await writeResultFiles(options.resultsName, results, svg);
   log(`wrote ${written.join(', ')}`);
   for (const note of notes) log(`note: ${note}`);

@@ -1,6 +1,6 @@
 import type { GrowthHarness } from './growth-harness.js';
 import type { GrowthOptions } from './growth-options.js';
-import { GROWTH_SCENARIOS, type MeasuredRun, type SizeRun } from './growth-results.js';
+import { GROWTH_APPS, GROWTH_SCENARIOS, type MeasuredRun, type SizeRun } from './growth-results.js';
 import { loadJobFor, problemsOf } from './scenarios.js';
 import { fixed } from './report-table.js';
 
@@ -11,33 +11,31 @@ export interface SizedDatabase {
 }
 
 /**
- * The table-growth part: in every round, for every size, a window with two
- * fresh bench apps on that size's database (replay cache on, and off), in
- * which first executions, replays through the cache and replays from the
- * table run one after the other. Sizes run in ascending order in odd rounds
- * and descending in even ones, so that drift on the machine over the run
- * (other work, the checkpointer, autovacuum) does not favour one end.
+ * The table-growth part: in every round, for every size, a window with fresh
+ * bench apps on that size's database (claimed first, claimed at commit, and
+ * without the replay cache), in which first executions in each claim mode,
+ * replays through the cache and replays from the table run one after the
+ * other. Sizes run in ascending order in odd rounds and descending in even
+ * ones, and so do the scenarios within a window, so that drift on the machine
+ * over the run (other work, the checkpointer, autovacuum) favours neither end.
  * The reaper is off: nothing in these tables is expired.
  */
 export async function measureSizes(harness: GrowthHarness, databases: readonly SizedDatabase[], options: GrowthOptions, runId: string, log: (line: string) => void): Promise<SizeRun[]> {
   const runs: SizeRun[] = [];
+  const appNames = Object.keys(GROWTH_APPS) as Array<keyof typeof GROWTH_APPS>;
   for (let round = 1; round <= options.rounds; round++) {
-    const order = round % 2 === 1 ? databases : [...databases].reverse();
-    for (const database of order) {
-      const appOptions = [
-        { databaseUrl: database.url, idempotency: { reaper: false as const } },
-        { databaseUrl: database.url, idempotency: { reaper: false as const, replayCacheSize: 0 } },
-      ];
+    const ascending = round % 2 === 1;
+    for (const database of ascending ? databases : [...databases].reverse()) {
+      const appOptions = appNames.map((name) => ({ databaseUrl: database.url, idempotency: { ...GROWTH_APPS[name], reaper: false as const } }));
       await harness.withApps(appOptions, async (apps) => {
-        const [cached, uncached] = apps;
-        for (const scenario of GROWTH_SCENARIOS) {
-          const app = scenario.app === 'cached' ? cached : uncached;
+        for (const scenario of ascending ? GROWTH_SCENARIOS : [...GROWTH_SCENARIOS].reverse()) {
+          const app = apps[appNames.indexOf(scenario.app)];
           // Each size has a database of its own, so the same key prefixes never meet.
           const job = loadJobFor(scenario, round, options, runId, app.app.url);
           const phases = await harness.runJob(job, apps);
           const run: SizeRun = { size: database.size, scenario: scenario.id, round, phases, measured: phases[phases.length - 1], problems: problemsOf(scenario, phases) };
           runs.push(run);
-          log(progressLine(`round ${round}/${options.rounds}  ${formatCount(database.size).padStart(5)} records  ${scenario.label.padEnd(18)}`, run));
+          log(progressLine(`round ${round}/${options.rounds}  ${formatCount(database.size).padStart(5)} records  ${scenario.label.padEnd(24)}`, run));
         }
       });
     }

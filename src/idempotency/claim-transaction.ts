@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { type PgClient, PgClientDriver } from './driver/pg-client.driver.js';
-import type { StatementResult, TransactionDriver, TransactionStatement } from './driver/transaction-driver.js';
+import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './driver/transaction-driver.js';
 import { TypeOrmDriver } from './driver/typeorm.driver.js';
 import type { ClaimDriverName } from './idempotency.options.js';
 import type { PreparedStatement } from './records/record.statements.js';
@@ -25,7 +25,7 @@ let warnedFallback = false;
  * otherwise. Either way, business writes through `runner.manager` join it.
  */
 export class ClaimTransaction {
-  private open = false;
+  private isOpen = false;
 
   private constructor(private readonly driver: TransactionDriver) {}
 
@@ -35,18 +35,33 @@ export class ClaimTransaction {
     options: ClaimTransactionOptions,
     ...statements: TransactionStatement[]
   ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> | undefined }> {
+    return ClaimTransaction.start(runner, options, async (driver) => {
+      const settled = await driver.begin<Row>(statements);
+      throwFirstFailure(settled);
+      return (settled[0] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value;
+    }).then(([transaction, first]) => ({ transaction, first }));
+  }
+
+  /**
+   * Begins a READ COMMITTED transaction with `statements` whose answers
+   * nobody reads: on a pipelined connection they go out with the caller's
+   * next statement, and a failure among them throws from `commitWith()`.
+   */
+  static async open(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<ClaimTransaction> {
+    const [transaction] = await ClaimTransaction.start(runner, options, (driver) => driver.open(statements));
+    return transaction;
+  }
+
+  /** A transaction on the runner's connection, opened by `opening`; rolled back when that throws. */
+  private static async start<T>(runner: QueryRunner, options: ClaimTransactionOptions, opening: (driver: TransactionDriver) => Promise<T>): Promise<[ClaimTransaction, T]> {
     const transaction = new ClaimTransaction(await driverFor(runner, options));
-    transaction.open = true;
-    const settled = await transaction.driver.begin<Row>(statements).catch(async (error: unknown) => {
+    transaction.isOpen = true;
+    try {
+      return [transaction, await opening(transaction.driver)];
+    } catch (error) {
       await transaction.rollback();
       throw error;
-    });
-    const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-    if (failure) {
-      await transaction.rollback();
-      throw failure.reason;
     }
-    return { transaction, first: (settled[0] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value };
   }
 
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
@@ -55,14 +70,14 @@ export class ClaimTransaction {
 
   /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
   async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
-    this.open = false;
+    this.isOpen = false;
     return this.driver.commit<Row>(statement);
   }
 
   /** Rolls back if still open; a broken connection is left for the pool to discard. */
   async rollback(): Promise<void> {
-    if (!this.open) return;
-    this.open = false;
+    if (!this.isOpen) return;
+    this.isOpen = false;
     await this.driver.rollback();
   }
 }

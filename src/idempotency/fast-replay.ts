@@ -7,7 +7,7 @@ import { hasOutcome, type RecordId, toStoredRecord } from './records/stored-reco
 import { OutcomeCodec } from './outcome-codec.js';
 import { replayable, type Settled } from './recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
-import { TransactionHost } from './transaction-host.js';
+import { type PoolRead, poolReadOf } from './driver/pool-reader.js';
 
 /**
  * The fast replay: for an operation whose keys are likely replayed, one read
@@ -20,16 +20,17 @@ export class FastReplay {
   constructor(
     private readonly replays: ReplayLikelihood,
     private readonly outcomes: OutcomeCodec,
-    private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
+  private read?: PoolRead;
+
   /** The live record's outcome, if the key is likely replayed and has one. */
   async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     if (!this.options.readFirst || !this.replays.likely(id.operation)) return undefined;
-    const { text, values } = IdempotencyStatements.findLive(id);
-    const [row]: LiveRecordRow[] = await this.transactions.outside(() => this.served.dataSource.query(text, values));
+    this.read ??= poolReadOf(this.served.dataSource, this.options);
+    const [row] = await this.read<LiveRecordRow>(IdempotencyStatements.findLive(id));
     this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
     const record = row && toStoredRecord(row, id, this.outcomes);
     if (!record?.outcome) return undefined;

@@ -7,7 +7,8 @@ import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from './idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
 import type { RecordId } from './records/stored-record.js';
-import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
+import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
+import { fieldsJsonOf } from './request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from './recorded-outcome.js';
 import { settling } from './settling.js';
 
@@ -61,9 +62,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** A replay from the cache or the fast read, else the route's flow; what it settles on is cached. */
   private async dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
     const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
-    const fingerprint = fingerprintOf(route, request);
+    const fields = fingerprintedFields(route, request);
+    const fieldsJson = route.fieldsAreData ? once(() => fieldsJsonOf(fields)) : () => undefined;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const cached = cache.get(id);
+    // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
+    if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson()) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
+    const fingerprint = fingerprintOf(route, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
     const found = await fast.find(id, fingerprint);
     const ending: FlowEnding = found
@@ -72,7 +77,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         ? await phased.execute(id, fingerprint, route, next, request, response)
         : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response), next);
     const { settled } = ending;
-    if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprint, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint, fieldsJson: fieldsJson() }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 
@@ -82,4 +87,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     applyOutcomeHeaders(this.idempotency.adapterHost.httpAdapter, response, outcome, replayed);
     return outcome.body ?? undefined;
   }
+}
+
+/** `compute`'s value, computed on the first call only. */
+function once<T>(compute: () => T): () => T {
+  let computed: { value: T } | undefined;
+  return () => (computed ??= { value: compute() }).value;
 }

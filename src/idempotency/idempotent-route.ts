@@ -33,14 +33,25 @@ export interface IdempotentRoute {
   replayHeaders: readonly string[];
   scopeOf(request: unknown): string;
   fingerprintFieldsOf(request: unknown): unknown;
+  /** Whether those fields are data a parser produced, never a fingerprint function's value: see `fieldsJsonOf`. */
+  fieldsAreData: boolean;
   /** How a success is recorded where it is not an HTTP response (a GraphQL field's value); HTTP routes leave it unset. */
   capture?(result: unknown): RecordedOutcome;
 }
 
-/** The request's fingerprint under the route's rules; a request without a canonical form is refused (400). */
-export function fingerprintOf(route: IdempotentRoute, request: unknown): string {
+/** The fields the route fingerprints; a request they cannot be taken from is refused (400). */
+export function fingerprintedFields(route: IdempotentRoute, request: unknown): unknown {
+  return refusedUnlessCanonical(() => route.fingerprintFieldsOf(request));
+}
+
+/** The fingerprint of those fields; fields without a canonical form are refused (400). */
+export function fingerprintOf(route: IdempotentRoute, fields: unknown): string {
+  return refusedUnlessCanonical(() => fingerprintRequest(route.operation, fields));
+}
+
+function refusedUnlessCanonical<T>(work: () => T): T {
   try {
-    return fingerprintRequest(route.operation, route.fingerprintFieldsOf(request));
+    return work();
   } catch (error) {
     throw new IdempotencyRequestNotCanonicalException((error as Error).message);
   }
@@ -159,6 +170,7 @@ export class IdempotentRoutes {
         return (tenant === undefined || tenant === null ? 'anonymous' : `tenant:${encodeURIComponent(tenant)}`) + version;
       },
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
+      fieldsAreData: typeof options.fingerprint !== 'function',
     };
   }
 

@@ -118,7 +118,7 @@ export class OneTransactionFlow {
     let transaction: ClaimTransaction | undefined;
     let restoreHeaders: (() => void) | undefined;
     try {
-      transaction = (await ClaimTransaction.begin(runner, this.options, ...this.savepoint(terms))).transaction;
+      transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
       restoreHeaders = terms.snapshotResponse?.();
       let handled: Handled;
       try {

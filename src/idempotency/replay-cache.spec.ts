@@ -25,7 +25,7 @@ describe('ReplayCache', () => {
   it('returns an entry by its full scope, operation and key', () => {
     const { clocks } = fakeClocks();
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, clocks);
-    cache.set(id('k'), 'f', outcome('a'), lifetime(60_000), cache.readClocks());
+    cache.set(id('k'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), cache.readClocks());
     expect(cache.get(id('k'))).toMatchObject({ fingerprint: 'f', outcome: outcome('a') });
     expect(cache.get(id('k', 'tenant:b'))).toBeUndefined();
     expect(cache.get({ ...id('k'), operation: 'POST /refunds' })).toBeUndefined();
@@ -38,7 +38,7 @@ describe('ReplayCache', () => {
   ])('keeps an entry for the time its record had left on the database’s clock, less the margin, with a process clock %s', (_case, skewMs) => {
     const time = fakeClocks(skewMs);
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, time.clocks);
-    cache.set(id('k'), 'f', outcome('a'), lifetime(60_000), cache.readClocks());
+    cache.set(id('k'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), cache.readClocks());
     time.advance(60_000 - CLOCK_SKEW_MARGIN_MS - 1);
     expect(cache.get(id('k'))).toBeDefined();
     time.advance(1);
@@ -51,7 +51,7 @@ describe('ReplayCache', () => {
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, time.clocks);
     const askedAt = cache.readClocks();
     time.advance(2_000); // the claim and the handler took this long
-    cache.set(id('k'), 'f', outcome('a'), lifetime(10_000), askedAt);
+    cache.set(id('k'), { fingerprint: 'f' }, outcome('a'), lifetime(10_000), askedAt);
     time.advance(10_000 - CLOCK_SKEW_MARGIN_MS - 2_000);
     expect(cache.get(id('k'))).toBeUndefined();
   });
@@ -59,8 +59,8 @@ describe('ReplayCache', () => {
   it('drops an entry once either clock says so: a wall clock stepped back, or a monotonic clock paused', () => {
     const time = fakeClocks();
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, time.clocks);
-    cache.set(id('stepped'), 'f', outcome('a'), lifetime(60_000), cache.readClocks());
-    cache.set(id('paused'), 'f', outcome('a'), lifetime(60_000), cache.readClocks());
+    cache.set(id('stepped'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), cache.readClocks());
+    cache.set(id('paused'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), cache.readClocks());
     time.now.wall -= HOUR;
     time.now.monotonic += 60_000;
     expect(cache.get(id('stepped'))).toBeUndefined();
@@ -71,13 +71,13 @@ describe('ReplayCache', () => {
 
   it('keeps nothing whose record has less than the margin left', () => {
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, fakeClocks().clocks);
-    cache.set(id('k'), 'f', outcome('a'), lifetime(CLOCK_SKEW_MARGIN_MS), cache.readClocks());
+    cache.set(id('k'), { fingerprint: 'f' }, outcome('a'), lifetime(CLOCK_SKEW_MARGIN_MS), cache.readClocks());
     expect(cache.size).toBe(0);
   });
 
   it('evicts the least recently used entry beyond its bound', () => {
     const cache = new ReplayCache({ maxEntries: 2, maxBytes: 1 << 20 }, fakeClocks().clocks);
-    const set = (key: string) => cache.set(id(key), 'f', outcome(key), lifetime(60_000), cache.readClocks());
+    const set = (key: string) => cache.set(id(key), { fingerprint: 'f' }, outcome(key), lifetime(60_000), cache.readClocks());
     set('a');
     set('b');
     cache.get(id('a'));
@@ -96,23 +96,23 @@ describe('ReplayCache', () => {
     it('counts UTF-8 bytes, not UTF-16 characters', () => {
       const body = 'é'.repeat(300); // 300 characters, 600 bytes
       const cache = new ReplayCache({ maxEntries: 10, maxBytes: sizeOf('k', body, {}) - 1 }, fakeClocks().clocks);
-      cache.set(id('k'), 'f', outcome(body), lifetime(60_000), cache.readClocks());
+      cache.set(id('k'), { fingerprint: 'f' }, outcome(body), lifetime(60_000), cache.readClocks());
       expect(cache.size).toBe(0);
       const fits = new ReplayCache({ maxEntries: 10, maxBytes: sizeOf('k', body, {}) }, fakeClocks().clocks);
-      fits.set(id('k'), 'f', outcome(body), lifetime(60_000), fits.readClocks());
+      fits.set(id('k'), { fingerprint: 'f' }, outcome(body), lifetime(60_000), fits.readClocks());
       expect(fits.bytes).toBe(sizeOf('k', body, {}));
     });
 
     it('keeps no body over 64 KiB in bytes, even under 64 Ki characters', () => {
       const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, fakeClocks().clocks);
-      cache.set(id('k'), 'f', outcome('€'.repeat(30_000)), lifetime(60_000), cache.readClocks()); // 90,000 bytes
+      cache.set(id('k'), { fingerprint: 'f' }, outcome('€'.repeat(30_000)), lifetime(60_000), cache.readClocks()); // 90,000 bytes
       expect(cache.size).toBe(0);
     });
 
     it('evicts the least recently used entries until the bytes fit', () => {
       const body = 'x'.repeat(400);
       const cache = new ReplayCache({ maxEntries: 100, maxBytes: 2 * sizeOf('a', body, {}) + 10 }, fakeClocks().clocks);
-      const set = (key: string) => cache.set(id(key), 'f', outcome(body), lifetime(60_000), cache.readClocks());
+      const set = (key: string) => cache.set(id(key), { fingerprint: 'f' }, outcome(body), lifetime(60_000), cache.readClocks());
       set('a');
       set('b');
       cache.get(id('a'));
@@ -134,7 +134,7 @@ describe('ReplayCache', () => {
           const cache = new ReplayCache({ maxEntries: 1000, maxBytes }, fakeClocks().clocks);
           const sizes = new Map<string, number>();
           for (const { key, body, headers, touch } of entries) {
-            cache.set(id(key), 'f', { status: 201, headers, body }, lifetime(60_000), cache.readClocks());
+            cache.set(id(key), { fingerprint: 'f' }, { status: 201, headers, body }, lifetime(60_000), cache.readClocks());
             sizes.set(key, sizeOf(key, body, headers));
             if (touch) cache.get(id(entries[0].key));
             expect(cache.bytes).toBeLessThanOrEqual(maxBytes);
@@ -152,11 +152,11 @@ describe('ReplayCache', () => {
     const { clocks } = fakeClocks();
     for (const limits of [{ maxEntries: 0, maxBytes: 1 << 20 }, { maxEntries: 10, maxBytes: 0 }]) {
       const off = new ReplayCache(limits, clocks);
-      off.set(id('k'), 'f', outcome('a'), lifetime(60_000), off.readClocks());
+      off.set(id('k'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), off.readClocks());
       expect(off.size).toBe(0);
     }
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, clocks);
-    cache.set(id('big'), 'f', outcome('x'.repeat(64 * 1024 + 1)), lifetime(60_000), cache.readClocks());
+    cache.set(id('big'), { fingerprint: 'f' }, outcome('x'.repeat(64 * 1024 + 1)), lifetime(60_000), cache.readClocks());
     expect(cache.size).toBe(0);
   });
 });

@@ -2,8 +2,14 @@ import { performance } from 'node:perf_hooks';
 import type { RecordId } from './records/stored-record.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
-interface CachedOutcome {
+/** The request an outcome was recorded (or last replayed) for. */
+interface CachedRequest {
   fingerprint: string;
+  /** Its fingerprinted fields as JSON (`fieldsJsonOf`), where they are parsed data: a replay with the same JSON skips the fingerprint. */
+  fieldsJson?: string;
+}
+
+interface CachedOutcome extends CachedRequest {
   outcome: RecordedOutcome;
   /** When the entry lapses on each process clock, in ms. */
   lapsesAt: ClockReading;
@@ -14,7 +20,7 @@ interface CachedOutcome {
 /** The cache's bounds; 0 in either turns it off. */
 interface ReplayCacheLimits {
   maxEntries: number;
-  /** Counted in UTF-8 bytes: the body, the header names and values, the key and the fingerprint. */
+  /** Counted in UTF-8 bytes: the body, the header names and values, the key, the fingerprint and the fields' JSON. */
   maxBytes: number;
 }
 
@@ -92,7 +98,7 @@ export class ReplayCache {
   }
 
   /** Keeps an outcome for the time its record had left, from `askedAt`: a reading taken before the database answered. */
-  set(id: RecordId, fingerprint: string, outcome: RecordedOutcome, lifetime: RecordLifetime, askedAt: ClockReading): void {
+  set(id: RecordId, { fingerprint, fieldsJson }: CachedRequest, outcome: RecordedOutcome, lifetime: RecordLifetime, askedAt: ClockReading): void {
     const { maxEntries, maxBytes } = this.limits;
     if (maxEntries === 0 || maxBytes === 0) return;
     const bodyBytes = Buffer.byteLength(outcome.body ?? '');
@@ -100,10 +106,10 @@ export class ReplayCache {
     const lifeMs = lifetime.expiresAt.getTime() - lifetime.databaseNow.getTime() - CLOCK_SKEW_MARGIN_MS;
     if (!(lifeMs > 0)) return;
     const key = cacheKey(id);
-    const bytes = Buffer.byteLength(key) + Buffer.byteLength(fingerprint) + bodyBytes + headerBytes(outcome.headers);
+    const bytes = Buffer.byteLength(key) + Buffer.byteLength(fingerprint) + Buffer.byteLength(fieldsJson ?? '') + bodyBytes + headerBytes(outcome.headers);
     if (bytes > maxBytes) return;
     this.remove(key);
-    this.entries.set(key, { fingerprint, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs }, bytes });
+    this.entries.set(key, { fingerprint, fieldsJson, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs }, bytes });
     this.totalBytes += bytes;
     while (this.entries.size > maxEntries || this.totalBytes > maxBytes) this.remove(this.entries.keys().next().value!);
   }

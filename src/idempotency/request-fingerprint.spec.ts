@@ -1,4 +1,4 @@
-import { fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
+import { fieldsJsonOf, fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
 
 const operation = 'POST /orders';
 const request = (body: unknown, query: unknown = {}, params: unknown = {}) => ({ body, query, params });
@@ -8,6 +8,13 @@ const fingerprintOf = (req: ReturnType<typeof request>, spec?: Parameters<typeof
 describe('request fingerprint', () => {
   it('is a SHA-256 in hex', () => {
     expect(fingerprintOf(request({ sku: 'a' }))).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('writes as JSON what no canonical form holds: a fingerprint function’s value never takes the cache’s shortcut', () => {
+    // NaN comes from no parser, but a function may return it: JSON writes null, the canonical form refuses it.
+    expect(fieldsJsonOf({ n: NaN })).toBe(fieldsJsonOf({ n: null }));
+    expect(() => fingerprintRequest(operation, { n: NaN })).toThrow();
+    expect(fieldsJsonOf({ n: 1n })).toBeUndefined();
   });
 
   it('ignores key order, at every depth', () => {

@@ -1,5 +1,5 @@
 import canonicalize from 'canonicalize';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** The parts of a request that can define an operation. */
 interface FingerprintSource {
@@ -22,8 +22,27 @@ export type FingerprintFields = readonly string[] | { exclude: readonly string[]
  * chosen fields: key order, whitespace and number spelling do not matter.
  */
 export function fingerprintRequest(operation: string, fields: unknown): string {
-  const canonical = canonicalize({ operation, fields }) ?? '';
-  return createHash('sha256').update(canonical).digest('hex');
+  return hash('sha256', canonicalize({ operation, fields }) ?? '');
+}
+
+/**
+ * The fields as `JSON.stringify` writes them; undefined where it cannot.
+ *
+ * For data a parser produced (a JSON, form or query parser, GraphQL's
+ * arguments: strings, finite numbers, booleans, null, arrays and plain
+ * objects), fields that write the same JSON are the same values in the same
+ * key order, and so write the same canonical JSON: equal strings here mean
+ * equal fingerprints. A replay from the cache compares these strings, and
+ * canonicalises and hashes only when they differ. Not for the value of a
+ * fingerprint function, which may hold what the two write differently
+ * (NaN, a function, a `toJSON` that reads its key).
+ */
+export function fieldsJsonOf(fields: unknown): string | undefined {
+  try {
+    return JSON.stringify(fields);
+  } catch {
+    return undefined; // a BigInt or a cycle: the canonical fingerprint refuses it too
+  }
 }
 
 /** Builds the function that extracts the fingerprinted fields of a request. */

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { DataSource, type QueryRunner } from 'typeorm';
 import { type PgClient, PgClientDriver } from './pg-client.driver.js';
+import { poolReadOf } from './pool-reader.js';
 
 /** A TypeORM DataSource on the test server, pipelined as an app sets it. */
 async function pipelinedDataSource(): Promise<DataSource> {
@@ -61,6 +62,41 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     await driver.rollback();
   });
 
+  it('holds BEGIN back in the corked socket until the next statement on the connection, and sends both in one write', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    const writes = countWrites(client);
+    await driver.open([]);
+    expect(writes.count).toBe(0);
+    // PostgreSQL refuses a SAVEPOINT outside a transaction block: it ran inside the held-back BEGIN's.
+    await runner.query('SAVEPOINT probe');
+    expect(writes.count).toBe(1);
+    await driver.rollback();
+  });
+
+  it('sends a held-back BEGIN on the next turn of the event loop when no statement follows', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    const writes = countWrites(client);
+    await driver.open([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes.count).toBe(1);
+    await driver.rollback();
+  });
+
+  it('throws a held-back BEGIN’s failure from commit, sends no COMMIT, and leaves the connection idle', async () => {
+    // An aborted transaction left open makes BEGIN (and everything after it) fail with 25P02.
+    await client.query('BEGIN');
+    await client.query('SELECT 1/0').catch(() => undefined);
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    await driver.open([]);
+    const sent: string[] = [];
+    const query = client.query.bind(client);
+    client.query = ((statement: Parameters<PgClient['query']>[0]) => (sent.push(typeof statement === 'string' ? statement : statement.text), query(statement))) as PgClient['query'];
+    await expect(driver.commit({ name: 'idempotency.contract-last', text: 'SELECT 1', values: [] })).rejects.toMatchObject({ code: '25P02' });
+    expect(sent).toEqual(['ROLLBACK']);
+    client.query = query;
+    expect((await client.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
+  });
+
   it('prepares a statement given in pg’s object form `{ name, text, values }` once per connection', async () => {
     const statement = { name: 'idempotency.contract-probe', text: 'SELECT $1::int AS n', values: [7] };
     expect((await client.query(statement)).rows).toEqual([{ n: 7 }]);
@@ -88,5 +124,24 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     expect(sent).toEqual(['SAVEPOINT typeorm_1', 'SELECT 1', 'RELEASE SAVEPOINT typeorm_1']);
     await driver.rollback();
     expect(runner.isTransactionActive).toBe(false);
+  });
+});
+
+/** The pool under TypeORM's postgres driver that poolReadOf (pool-reader.ts) reads through. */
+describe('reading from the pool under TypeORM (contract with TypeORM)', () => {
+  let dataSource: DataSource;
+
+  beforeAll(async () => {
+    dataSource = await pipelinedDataSource();
+  });
+  afterAll(() => dataSource.destroy());
+
+  it('finds node-postgres’s Pool as the driver’s `master`, and prepares each read there once per connection', async () => {
+    expect((dataSource.driver as unknown as { master: unknown }).master).toBeInstanceOf(pg.Pool);
+    const read = poolReadOf(dataSource, { preparedStatements: true });
+    const statement = { name: 'idempotency.contract-pool-read', text: 'SELECT $1::int AS n', values: [5] };
+    expect(await read(statement)).toEqual([{ n: 5 }]);
+    // The pool has one connection: the statement prepared above is there.
+    expect(await read({ name: 'idempotency.contract-prepared', text: 'SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = $1', values: [statement.name] })).toEqual([{ n: 1 }]);
   });
 });

@@ -26,6 +26,13 @@ export interface TransactionDriver {
    * as PostgreSQL runs a pipeline: after a failure, the rest fail too.
    */
   begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
+  /**
+   * Opens the transaction with `statements` whose answers nobody reads. A
+   * driver may hold them back to go out with the caller's next statement,
+   * and then throws their failure from `commit()`; otherwise it throws it
+   * here.
+   */
+  open(statements: TransactionStatement[]): Promise<void>;
   /** Runs one statement in the open transaction. */
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
   /**
@@ -48,4 +55,10 @@ export async function settleInTurn<Row>(
     settled.push(await run(statement).then((value) => ({ status: 'fulfilled', value }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
   }
   return settled;
+}
+
+/** Throws the first failure among settled statements. */
+export function throwFirstFailure<Row>(settled: Array<PromiseSettledResult<StatementResult<Row>>>): void {
+  const failure = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failure) throw failure.reason;
 }

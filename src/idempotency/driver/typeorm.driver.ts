@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
-import { settleInTurn, type StatementResult, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 /**
  * The claim's transaction through TypeORM's public QueryRunner API only:
@@ -16,6 +16,10 @@ export class TypeOrmDriver implements TransactionDriver {
   async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     await this.runner.startTransaction('READ COMMITTED');
     return settleInTurn(statements, (statement) => this.query<Row>(statement));
+  }
+
+  async open(statements: TransactionStatement[]): Promise<void> {
+    throwFirstFailure(await this.begin(statements));
   }
 
   async query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {

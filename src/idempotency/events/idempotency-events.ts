@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
@@ -42,5 +42,5 @@ export class IdempotencyEvents {
 
 /** Identifies a key in events and logs without revealing it. */
 export function hashKey(id: RecordId): string {
-  return createHash('sha256').update(`${id.scope}\n${id.operation}\n${id.key}`).digest('hex').slice(0, 16);
+  return hash('sha256', `${id.scope}\n${id.operation}\n${id.key}`).slice(0, 16);
 }

@@ -63,6 +63,7 @@ export class IdempotentMutations {
       replayHeaders: [],
       scopeOf: (call) => route.scopeOf((call as GraphqlCall).request),
       fingerprintFieldsOf: (call) => fieldsOf(argumentsOf(call as GraphqlCall)),
+      fieldsAreData: typeof options.fingerprint !== 'function',
     };
   }
 }
