@@ -22,6 +22,8 @@ export interface BenchAppOptions {
   idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'claim' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
   /** node-postgres pipelining (`extra.pipeline`) on the app's DataSource; default: the demo's, on. */
   pipeline?: boolean;
+  /** Connections in the app's pool (`extra.max`); default: the demo's `DB_POOL_SIZE`. */
+  poolSize?: number;
 }
 
 /**
@@ -34,7 +36,7 @@ export class BenchAppModule {
     return {
       module: BenchAppModule,
       imports: [
-        TypeOrmModule.forRoot(withPipeline(dataSourceOptions(options.databaseUrl), options.pipeline)),
+        TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
         IdempotencyOutboxModule.forRoot({}),
@@ -49,6 +51,8 @@ export class BenchAppModule {
   }
 }
 
-function withPipeline(dataSource: DataSourceOptions, pipeline: boolean | undefined): DataSourceOptions {
-  return pipeline === undefined ? dataSource : ({ ...dataSource, extra: { ...dataSource.extra, pipeline } } as DataSourceOptions);
+/** The demo's DataSource options, with the pipelining and pool size the options set. */
+function withConnections(dataSource: DataSourceOptions, { pipeline, poolSize }: Pick<BenchAppOptions, 'pipeline' | 'poolSize'>): DataSourceOptions {
+  const extra = { ...dataSource.extra, ...(pipeline !== undefined && { pipeline }), ...(poolSize !== undefined && { max: poolSize }) };
+  return { ...dataSource, extra } as DataSourceOptions;
 }

@@ -20,8 +20,8 @@ const JOB_SLACK_MS = 120_000;
 
 /**
  * One bench run: a fresh database, the bench app and the load generator as
- * child processes, every scenario once per round in a fixed interleaved
- * order, then the report, `bench/results/<name>.json` and `.svg`.
+ * child processes, every scenario once per round, interleaved (in reverse
+ * every other round), then the report, `bench/results/<name>.json` and `.svg`.
  * Resolves to the exit code: 1 when any scenario had a problem.
  */
 export async function runBenchSession(options: BenchOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
@@ -37,7 +37,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const scenarios = SCENARIOS.filter((scenario) => (!scenario.peer || peer) && (!options.only || options.only.includes(scenario.id)));
   if (peer) notes.push('The peer records its outcome in Redis after the business transaction committed, so its record and the order are not atomic; the bench measures cost, not guarantees.');
 
-  const apps = await startApps(scenarios, database.url, peer, cleanup);
+  const apps = await startApps(scenarios, database.url, options.poolSize, peer, cleanup);
   const load = startLoadGenerator();
   cleanup.add('load generator', () => load.process.stop());
   const appDied = Promise.race(
@@ -52,10 +52,11 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const cpu = new CpuMeter(typeof postgresCpu === 'string' ? undefined : postgresCpu, peer?.redisUrl);
 
   log(machine.line);
-  log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections`);
+  log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections, a pool of ${options.poolSize}`);
   const runs: ScenarioRun[] = [];
   for (let round = 1; round <= options.rounds; round++) {
-    for (const scenario of scenarios) {
+    // What ran just before leaves work behind (autovacuum, dirty pages): every other round runs in reverse, so no scenario always follows the same one.
+    for (const scenario of round % 2 === 1 ? scenarios : [...scenarios].reverse()) {
       const app = apps.get(scenario.app)!;
       const job = loadJobFor(scenario, round, options, runId, app.url);
       const timeoutMs = (options.warmupSeconds + options.durationSeconds) * 1000 + JOB_SLACK_MS;
@@ -91,8 +92,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
     notes.push(`The chart could not be drawn: ${String(error)}`);
     return undefined;
   });
-  const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
-  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, machine, notes, headline, twins, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
+  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings: options, machine, notes, headline, twins, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
   log(`wrote ${written.join(', ')}`);
   for (const note of notes) log(`note: ${note}`);
 
@@ -105,11 +105,11 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
  * One bench app process per variant the scenarios load, started one after
  * another so that only the first runs the migrations on the fresh database.
  */
-async function startApps(scenarios: readonly Scenario[], databaseUrl: string, peer: PeerOptions | undefined, cleanup: CleanupStack): Promise<Map<BenchAppVariant, BenchAppProcess>> {
+async function startApps(scenarios: readonly Scenario[], databaseUrl: string, poolSize: number, peer: PeerOptions | undefined, cleanup: CleanupStack): Promise<Map<BenchAppVariant, BenchAppProcess>> {
   const apps = new Map<BenchAppVariant, BenchAppProcess>();
   for (const variant of Object.keys(APP_VARIANTS) as BenchAppVariant[]) {
     if (!scenarios.some((scenario) => scenario.app === variant)) continue;
-    const app = await startBenchApp({ databaseUrl, ...(variant === 'main' && { peer }), ...APP_VARIANTS[variant]() });
+    const app = await startBenchApp({ databaseUrl, poolSize, ...(variant === 'main' && { peer }), ...APP_VARIANTS[variant]() });
     cleanup.add(`${variant} bench app`, () => app.process.stop());
     apps.set(variant, app);
   }

@@ -7,8 +7,9 @@ export const BENCH_COMMAND_LINE = {
   flags: {
     duration: valueFlag({ placeholder: '<s>', description: 'seconds each scenario is measured per round', default: '10', parse: positiveNumber() }),
     warmup: valueFlag({ placeholder: '<s>', description: 'seconds of unmeasured load before each measurement', default: '2', parse: positiveNumber(true) }),
-    rounds: valueFlag({ placeholder: '<n>', description: 'rounds; scenarios are interleaved within each', default: '3', parse: wholeNumber() }),
+    rounds: valueFlag({ placeholder: '<n>', description: 'rounds; scenarios are interleaved, in reverse every other round (an even count balances)', default: '4', parse: wholeNumber() }),
     connections: valueFlag({ placeholder: '<n>', description: 'concurrent connections of the load generator', default: '32', parse: wholeNumber() }),
+    pool: valueFlag({ placeholder: '<n>', description: "connections in each bench app's pool", default: '10', parse: wholeNumber() }),
     'burst-size': valueFlag({ placeholder: '<n>', description: 'identical concurrent requests per key in duplicate bursts', default: '4', parse: wholeNumber(2) }),
     'replay-keys': valueFlag({ placeholder: '<n>', description: 'completed keys created for each replay scenario', default: '1000', parse: wholeNumber() }),
     only: valueFlag({ placeholder: '<ids>', description: `comma-separated scenario ids: ${SCENARIOS.map((scenario) => scenario.id).join(',')}`, defaultNote: 'all', parse: list }),
@@ -27,6 +28,8 @@ export interface BenchOptions {
   warmupSeconds: number;
   rounds: number;
   connections: number;
+  /** Connections in each bench app's pool (the DataSource's `extra.max`). */
+  poolSize: number;
   /** Identical concurrent requests per key in the duplicate-bursts scenario. */
   burstSize: number;
   /** Completed keys created once for each replay scenario, then cycled. */
@@ -50,6 +53,7 @@ export function benchOptions(values: CommandLineValues<typeof BENCH_COMMAND_LINE
     warmupSeconds: values.warmup,
     rounds: values.rounds,
     connections: values.connections,
+    poolSize: values.pool,
     burstSize: values['burst-size'],
     replayKeys: values['replay-keys'],
     only: values.only,

@@ -31,7 +31,7 @@ export interface MachineDescription {
 export interface BenchResults {
   generatedAt: string;
   commit?: string;
-  settings: BenchOptions & { pgPoolSize: number };
+  settings: BenchOptions;
   machine: MachineDescription;
   notes: string[];
   headline: HeadlineRatios;
