@@ -1,4 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { EntityManager } from 'typeorm';
+import type { PreparedStatement } from './records/record.statements.js';
 import type { RecordId } from './records/stored-record.js';
 
 /**
@@ -18,6 +20,18 @@ interface OperationScope {
   readonly recordAtCommit: boolean;
   /** Events added so far in this transaction; a new attempt starts at 0 again. */
   events: number;
+  /**
+   * Where the flow drives the transaction itself: its manager, and how it
+   * sends a statement there (named, on the claim's driver), which the
+   * outbox uses while that manager is the current one.
+   */
+  readonly transaction?: OperationTransaction;
+}
+
+/** The flow's own transaction, as the outbox writes to it. */
+export interface OperationTransaction {
+  manager: EntityManager;
+  send<Row>(statement: PreparedStatement): Promise<Row[]>;
 }
 
 const storage = new AsyncLocalStorage<OperationScope>();
@@ -25,8 +39,8 @@ const storage = new AsyncLocalStorage<OperationScope>();
 /** Where the flows say which operation their transaction runs, and where the outbox reads it. */
 export const CurrentOperation = {
   /** Runs `work` as (a phase of) the operation `id`, with a fresh event count. */
-  run<T>(id: RecordId, work: () => T, { phase = '', recordAtCommit = false }: { phase?: string; recordAtCommit?: boolean } = {}): T {
-    return storage.run({ id, phase, recordAtCommit, events: 0 }, work);
+  run<T>(id: RecordId, work: () => T, { phase = '', recordAtCommit = false, transaction }: { phase?: string; recordAtCommit?: boolean; transaction?: OperationTransaction } = {}): T {
+    return storage.run({ id, phase, recordAtCommit, events: 0, transaction }, work);
   },
 
   get(): OperationScope | undefined {

@@ -287,7 +287,9 @@ export class OneTransactionFlow {
     const started = performance.now();
     try {
       // next.handle() binds the async context, so it is called inside run().
-      const result = await CurrentOperation.run(id, () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined })), { recordAtCommit });
+      const send = async <Row>(statement: PreparedStatement) => (await transaction.query<Row>(statement)).rows;
+      const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+      const result = await CurrentOperation.run(id, work, { recordAtCommit, transaction: { manager, send } });
       return { outcome: terms.capture(result), result };
     } catch (error) {
       if (!terms.storesError?.(error)) throw error;

@@ -1,3 +1,4 @@
+import type { PreparedStatement } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
 
 /** A statement with its parameters, run through TypeORM's or pg's `query(text, values)`. */
@@ -67,11 +68,12 @@ export const OutboxStatements = {
    * inserted only at commit (`recordAtCommit`) is not there yet: its claim
    * time will be this transaction's `now()`, which the identity takes instead.
    */
-  insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): OutboxStatement {
+  insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): PreparedStatement {
     const record = recordAtCommit
       ? `(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r`
       : `idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7`;
     return {
+      name: recordAtCommit ? 'idempotency.outbox-insert-at-commit' : 'idempotency.outbox-insert-for-operation',
       text: `WITH ${orderingLock('$11')},
              source AS (
                SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h

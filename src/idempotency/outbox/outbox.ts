@@ -68,10 +68,17 @@ export class Outbox {
       orderingKey: event.key ?? null,
       sourceKeyHash: operation ? hashKey(operation.id) : null,
     };
-    const statement = operation
-      ? OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit)
-      : OutboxStatements.insert(insert, this.options.notify);
-    const rows: Array<{ id: string }> = await this.transactions.manager.query(statement.text, statement.values);
+    const manager = this.transactions.manager;
+    let rows: Array<{ id: string }>;
+    if (operation) {
+      const statement = OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
+      // On the flow's own transaction it goes named, prepared once per connection; in any other, through the current manager.
+      const flow = operation.transaction?.manager === manager ? operation.transaction : undefined;
+      rows = flow ? await flow.send(statement) : await manager.query(statement.text, statement.values);
+    } else {
+      const statement = OutboxStatements.insert(insert, this.options.notify);
+      rows = await manager.query(statement.text, statement.values);
+    }
     if (rows.length === 0) {
       throw new Error(`outbox.add() ran in a transaction that cannot see the idempotency record of ${operation?.id.operation}: add events through TransactionHost.manager's transaction.`);
     }
