@@ -1,4 +1,4 @@
-import { Controller, HttpException, Injectable, Module, Post, Res } from '@nestjs/common';
+import { Controller, HttpException, Injectable, Module, Post, Req, Res } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import pg from 'pg';
 import request from 'supertest';
@@ -403,6 +403,28 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
       expect(rows.map((row) => row.label)).toEqual(['unprepared', 'unprepared-concurrent']);
     } finally {
       await Promise.all([named.close(), unnamed.close()]);
+    }
+  });
+
+  it('replays from the cache only a request that matches the recorded one as it arrived, not as its handler left it', async () => {
+    @Controller('rewriting')
+    class RewritingController {
+      @Post()
+      @Idempotent()
+      create(@Req() incoming: { body: { label: string } }) {
+        incoming.body.label = 'rewritten'; // a handler that edits its input in place
+        return { done: true };
+      }
+    }
+    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const running = await startApp({ imports: [typeorm, idempotency], controllers: [RewritingController] }, { adapter });
+    try {
+      const send = (label: string) => request(running.url).post('/rewriting').set('Idempotency-Key', 'rewriting').set('X-Tenant', 'acme').send({ label });
+      expect((await send('original')).status).toBe(201);
+      expect((await send('rewritten')).status).toBe(422);
+      expect((await send('original')).headers['idempotent-replayed']).toBe('true');
+    } finally {
+      await running.close();
     }
   });
 

@@ -63,11 +63,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private async dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
     const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
     const fields = fingerprintedFields(route, request);
-    const fieldsJson = route.fieldsAreData ? once(() => fieldsJsonOf(fields)) : () => undefined;
+    // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
+    const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const cached = cache.get(id);
     // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
-    if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson()) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
+    if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
     const fingerprint = fingerprintOf(route, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
     const found = await fast.find(id, fingerprint);
@@ -77,7 +78,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         ? await phased.execute(id, fingerprint, route, next, request, response)
         : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response), next);
     const { settled } = ending;
-    if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint, fieldsJson: fieldsJson() }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint, fieldsJson }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 
@@ -87,10 +88,4 @@ export class IdempotencyInterceptor implements NestInterceptor {
     applyOutcomeHeaders(this.idempotency.adapterHost.httpAdapter, response, outcome, replayed);
     return outcome.body ?? undefined;
   }
-}
-
-/** `compute`'s value, computed on the first call only. */
-function once<T>(compute: () => T): () => T {
-  let computed: { value: T } | undefined;
-  return () => (computed ??= { value: compute() }).value;
 }
