@@ -8,6 +8,7 @@ import { OutcomeCodec } from './outcome-codec.js';
 import { replayable, type Settled } from './recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { type PoolRead, poolReadOf } from './driver/pool-reader.js';
+import { TransactionHost } from './transaction-host.js';
 
 /**
  * The fast replay: for an operation whose keys are likely replayed, one read
@@ -20,6 +21,7 @@ export class FastReplay {
   constructor(
     private readonly replays: ReplayLikelihood,
     private readonly outcomes: OutcomeCodec,
+    private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
@@ -29,8 +31,9 @@ export class FastReplay {
   /** The live record's outcome, if the key is likely replayed and has one. */
   async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
     if (!this.options.readFirst || !this.replays.likely(id.operation)) return undefined;
-    this.read ??= poolReadOf(this.served.dataSource, this.options);
-    const [row] = await this.read<LiveRecordRow>(IdempotencyStatements.findLive(id));
+    const read = (this.read ??= poolReadOf(this.served.dataSource, this.options));
+    // Outside any transaction: where the read falls back to dataSource.query(), that would join the current one.
+    const [row] = await this.transactions.outside(() => read<LiveRecordRow>(IdempotencyStatements.findLive(id)));
     this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
     const record = row && toStoredRecord(row, id, this.outcomes);
     if (!record?.outcome) return undefined;
