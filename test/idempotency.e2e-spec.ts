@@ -7,6 +7,9 @@ import { adaptersWithDrivers } from './support/claim-drivers.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+import { DataSource } from 'typeorm';
+import { FastReplay } from '../src/idempotency/fast-replay.js';
+import { ReplayLikelihood } from '../src/idempotency/replay-likelihood.js';
 
 type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 
@@ -290,6 +293,68 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
         // The first replays come from a claim that found the key held; then plain reads take over.
         expect(replays[0].claimMs).toBeDefined();
         expect(replays[replays.length - 1].claimMs).toBeUndefined();
+      } finally {
+        await cold.close();
+      }
+    });
+
+    it('answers plain reads that arrive together each with its own record, across tenants and alongside mismatches and new keys', async () => {
+      const cold = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, replayCacheSize: 0 }, driver.dataSource) }, { adapter });
+      try {
+        const send = (key: string, tenant: string, label: string) => Promise.resolve(request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', tenant).send({ label }));
+        const keys = Array.from({ length: 6 }, newKey);
+        const tenants = ['acme', 'globex'];
+        // The same key strings in two tenants: two records, two bodies.
+        const firsts = new Map<string, string>();
+        for (const key of keys) for (const tenant of tenants) firsts.set(`${tenant}/${key}`, (await send(key, tenant, `batch-${tenant}-${key}`)).text);
+        for (let i = 0; i < 3; i++) await send(keys[0], 'acme', `batch-acme-${keys[0]}`); // replays found by claims: reads first from here on
+
+        const fresh = newKey();
+        const answers = await Promise.all([
+          ...keys.flatMap((key) => tenants.map(async (tenant) => ({ expected: firsts.get(`${tenant}/${key}`), answer: await send(key, tenant, `batch-${tenant}-${key}`) }))),
+          send(keys[1], 'acme', 'batch-another-request').then((answer) => ({ expected: 422, answer })),
+          send(fresh, 'acme', 'batch-fresh').then((answer) => ({ expected: 201, answer })),
+        ]);
+        for (const { expected, answer } of answers) {
+          if (typeof expected === 'number') expect(answer.status).toBe(expected);
+          else {
+            expect(answer.headers['idempotent-replayed']).toBe('true');
+            expect(answer.text).toBe(expected);
+          }
+        }
+        expect(await entriesLabelled('batch-fresh')).toBe(1);
+        expect(await entriesLabelled(`batch-globex-${keys[2]}`)).toBe(1);
+      } finally {
+        await cold.close();
+      }
+    });
+
+    it('reads the records that keys asked for in one turn of the event loop with one statement', async () => {
+      const cold = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, replayCacheSize: 0 }, driver.dataSource) }, { adapter });
+      try {
+        const keys = [newKey(), newKey()];
+        for (const key of keys) await request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'one-statement' });
+        const [{ scope, operation }] = await recordOf(keys[0]);
+        const likelihood = cold.app.get(ReplayLikelihood);
+        for (let i = 0; i < 20; i++) likelihood.observe(operation, true);
+        const pool = cold.app.get(DataSource).driver as unknown as { master: pg.Pool };
+        const sent: string[] = [];
+        const query = pool.master.query.bind(pool.master);
+        pool.master.query = ((statement: { name?: string }, ...rest: unknown[]) => {
+          if (statement?.name) sent.push(statement.name);
+          return (query as (...args: unknown[]) => unknown)(statement, ...rest);
+        }) as typeof pool.master.query;
+
+        const [{ fingerprint }] = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_records WHERE key = $1`, [keys[0]]);
+        const fast = cold.app.get(FastReplay);
+        const find = (key: string, asked = fingerprint) => fast.find({ scope, operation, key }, asked);
+        const found = await Promise.allSettled([find(keys[0]), find('no-such-key'), find(keys[1], 'another-request'), find(keys[0])]);
+        expect(sent).toEqual(['idempotency.find-live']);
+        const [own, none, reused, again] = found;
+        expect(own).toMatchObject({ status: 'fulfilled', value: { replayed: true, outcome: { status: 201 } } });
+        expect(again).toEqual(own);
+        expect(none).toEqual({ status: 'fulfilled', value: undefined });
+        expect(reused).toMatchObject({ status: 'rejected', reason: { status: 422 } });
       } finally {
         await cold.close();
       }

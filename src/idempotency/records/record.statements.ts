@@ -36,6 +36,11 @@ export interface LiveRecordRow extends RecordRow {
   database_now: Date;
 }
 
+/** A row of `findLive`: a live record, and the position of its key among those asked for. */
+export interface FoundLiveRow extends LiveRecordRow {
+  i: number;
+}
+
 /**
  * The SQL of the one-transaction flow, as named prepared statements.
  *
@@ -79,12 +84,19 @@ export const IdempotencyStatements = {
     };
   },
 
-  /** A live record, read from the pool outside any transaction. */
-  findLive(id: RecordId): PreparedStatement {
+  /**
+   * The live records of several keys in one statement, read from the pool
+   * outside any transaction: each row carries `i`, the 1-based position of
+   * its key in `ids`. A key may appear more than once; each copy gets its row.
+   * No record column shares a name with one of `k`'s, so none needs the alias.
+   */
+  findLive(ids: readonly RecordId[]): PreparedStatement {
     return {
       name: 'idempotency.find-live',
-      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > now()`,
-      values: [id.scope, id.operation, id.key],
+      text: `SELECT k.i::int AS i, ${RECORD_COLUMNS}, now() AS database_now
+        FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(scope, operation, key, i)
+        JOIN idempotency_records r ON r.scope = k.scope AND r.operation = k.operation AND r.key = k.key AND r.expires_at > now()`,
+      values: [ids.map((id) => id.scope), ids.map((id) => id.operation), ids.map((id) => id.key)],
     };
   },
 
