@@ -2,7 +2,6 @@ import { type CallHandler, type ExecutionContext, Injectable, type NestIntercept
 import { performance } from 'node:perf_hooks';
 import type { Observable } from 'rxjs';
 import { attemptEvent, HTTP_ERRORS, unavailableOr } from './events/attempt-event.js';
-import { hashKey } from './events/idempotency-events.js';
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from './idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
@@ -54,7 +53,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       ending = { steps: NO_STEPS, error };
     }
     const error = ending.settled ? undefined : unavailableOr(ending.error);
-    this.idempotency.events.emit(attemptEvent(route.operation, id && hashKey(id), ending, error, HTTP_ERRORS, start));
+    this.idempotency.events.emit(attemptEvent(route.operation, id, ending, error, HTTP_ERRORS, start));
     if (ending.settled) return ending.settled;
     throw error;
   }

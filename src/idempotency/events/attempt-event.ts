@@ -10,7 +10,9 @@ import {
   IdempotencyRequestNotCanonicalException,
 } from '../idempotency.exceptions.js';
 import type { FlowEnding } from '../recorded-outcome.js';
+import type { RecordId } from '../records/stored-record.js';
 import type { AttemptEvent, AttemptOutcome } from './idempotency-event.types.js';
+import { hashKey } from './idempotency-events.js';
 
 /** How a kind of call reads its errors into an attempt event. */
 export interface AttemptErrors {
@@ -38,17 +40,27 @@ export const HTTP_ERRORS: AttemptErrors = {
  * The one attempt event of a call, from how its flow ended and the error it
  * answers, if any. With `start`, the event carries the steps' timeline.
  */
-export function attemptEvent(operation: string, keyHash: string | undefined, { steps, settled }: FlowEnding, error: unknown, errors: AttemptErrors, start?: number): AttemptEvent {
+export function attemptEvent(operation: string, id: RecordId | undefined, { steps, settled }: FlowEnding, error: unknown, errors: AttemptErrors, start?: number): AttemptEvent {
   const { timeline, ...facts } = steps;
-  const attempt: AttemptEvent = { kind: 'attempt', operation, outcome: 'executed', ...(keyHash && { keyHash }), ...facts, ...(start !== undefined && { timeline: { start, ...timeline } }) };
-  if (settled) return { ...attempt, outcome: settled.replayed ? 'replayed' : 'executed', status: settled.outcome.status };
+  const event: AttemptEvent = { kind: 'attempt', operation, outcome: 'executed', ...facts };
+  if (id) withKeyHash(event, id);
+  if (start !== undefined) event.timeline = { start, ...timeline };
+  if (settled) {
+    event.outcome = settled.replayed ? 'replayed' : 'executed';
+    event.status = settled.outcome.status;
+    return event;
+  }
+  event.outcome = errors.outcomeOf(error);
   const status = errors.statusOf?.(error);
-  return {
-    ...attempt,
-    outcome: errors.outcomeOf(error),
-    ...(status !== undefined && { status }),
-    ...(error instanceof IdempotencyRecordUndecryptableException && { undecryptable: error.reason }),
-  };
+  if (status !== undefined) event.status = status;
+  if (error instanceof IdempotencyRecordUndecryptableException) event.undecryptable = error.reason;
+  return event;
+}
+
+/** `keyHash`, hashed when first read: most attempt events reach only listeners that never read it (metrics, the log's quiet path). */
+function withKeyHash(event: AttemptEvent, id: RecordId): void {
+  let keyHash: string | undefined;
+  Object.defineProperty(event, 'keyHash', { enumerable: true, get: () => (keyHash ??= hashKey(id)) });
 }
 
 /** A lost database connection as the module's 503; any other error as it is. */

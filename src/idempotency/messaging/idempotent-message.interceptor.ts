@@ -33,17 +33,16 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
     const rpc = context.switchToRpc();
     const { oneTransaction, events } = this.idempotency;
     return settling(async () => {
-      let keyHash: string | undefined;
+      let id: RecordId | undefined;
       let ending: FlowEnding<OneTransactionSettled>;
       try {
-        const id = idOf(handler, rpc.getData(), rpc.getContext());
-        keyHash = hashKey(id);
-        ending = await oneTransaction.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, keyHash), next);
+        id = idOf(handler, rpc.getData(), rpc.getContext());
+        ending = await oneTransaction.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, hashKey(id)), next);
       } catch (error) {
         ending = { steps: NO_STEPS, error };
       }
       // A delivery's event has no HTTP status for an error, and no timeline.
-      events.emit(attemptEvent(handler.operation, keyHash, ending, ending.error, MESSAGE_ERRORS));
+      events.emit(attemptEvent(handler.operation, id, ending, ending.error, MESSAGE_ERRORS));
       const { settled } = ending;
       if (!settled) throw ending.error;
       return settled.replayed ? (settled.outcome.body === null ? undefined : JSON.parse(settled.outcome.body)) : settled.result;

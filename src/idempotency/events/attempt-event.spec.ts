@@ -1,0 +1,24 @@
+import { IdempotencyKeyReusedException } from '../idempotency.exceptions.js';
+import { NO_STEPS } from '../recorded-outcome.js';
+import { attemptEvent, HTTP_ERRORS } from './attempt-event.js';
+import { hashKey } from './idempotency-events.js';
+
+describe('attemptEvent', () => {
+  const id = { scope: 'acme', operation: 'POST /orders', key: 'k-1' };
+  const replayed = { steps: NO_STEPS, settled: { outcome: { status: 201, headers: {}, body: '{}' }, replayed: true } };
+
+  it('carries the key hash that other events of the same key carry, however a listener reads the event', () => {
+    const event = attemptEvent(id.operation, id, replayed, undefined, HTTP_ERRORS);
+    expect(event.keyHash).toBe(hashKey(id));
+    // A listener that copies or serialises the event gets it too: tracing and logs pair events by it.
+    expect({ ...event }.keyHash).toBe(hashKey(id));
+    expect(JSON.parse(JSON.stringify(event)).keyHash).toBe(hashKey(id));
+    expect(event).toEqual({ kind: 'attempt', operation: id.operation, outcome: 'replayed', status: 201, collided: false, keyHash: hashKey(id) });
+  });
+
+  it('has no key hash where the request had no usable key', () => {
+    const event = attemptEvent(id.operation, undefined, { steps: NO_STEPS, error: new IdempotencyKeyReusedException() }, new IdempotencyKeyReusedException(), HTTP_ERRORS);
+    expect('keyHash' in event).toBe(false);
+    expect(event).toMatchObject({ outcome: 'key_reused', status: 422 });
+  });
+});
