@@ -7,12 +7,10 @@ describe('attemptEvent', () => {
   const id = { scope: 'acme', operation: 'POST /orders', key: 'k-1' };
   const replayed = { steps: NO_STEPS, settled: { outcome: { status: 201, headers: {}, body: '{}' }, replayed: true } };
 
-  it('carries the key hash that other events of the same key carry, however a listener reads the event', () => {
+  it('carries the key hash that other events of the same key carry', () => {
     const event = attemptEvent(id.operation, id, replayed, undefined, HTTP_ERRORS);
     expect(event.keyHash).toBe(hashKey(id));
-    // A listener that copies or serialises the event gets it too: tracing and logs pair events by it.
-    expect({ ...event }.keyHash).toBe(hashKey(id));
-    expect(JSON.parse(JSON.stringify(event)).keyHash).toBe(hashKey(id));
+    // Tracing and the log pair an attempt with a commit failure by it.
     expect(event).toEqual({ kind: 'attempt', operation: id.operation, outcome: 'replayed', status: 201, collided: false, keyHash: hashKey(id) });
   });
 

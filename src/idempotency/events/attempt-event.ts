@@ -39,11 +39,12 @@ export const HTTP_ERRORS: AttemptErrors = {
 /**
  * The one attempt event of a call, from how its flow ended and the error it
  * answers, if any. With `start`, the event carries the steps' timeline.
+ * Built by assignment rather than spreads: it is made for every request.
  */
 export function attemptEvent(operation: string, id: RecordId | undefined, { steps, settled }: FlowEnding, error: unknown, errors: AttemptErrors, start?: number): AttemptEvent {
   const { timeline, ...facts } = steps;
   const event: AttemptEvent = { kind: 'attempt', operation, outcome: 'executed', ...facts };
-  if (id) withKeyHash(event, id);
+  if (id) event.keyHash = hashKey(id);
   if (start !== undefined) event.timeline = { start, ...timeline };
   if (settled) {
     event.outcome = settled.replayed ? 'replayed' : 'executed';
@@ -55,12 +56,6 @@ export function attemptEvent(operation: string, id: RecordId | undefined, { step
   if (status !== undefined) event.status = status;
   if (error instanceof IdempotencyRecordUndecryptableException) event.undecryptable = error.reason;
   return event;
-}
-
-/** `keyHash`, hashed when first read: most attempt events reach only listeners that never read it (metrics, the log's quiet path). */
-function withKeyHash(event: AttemptEvent, id: RecordId): void {
-  let keyHash: string | undefined;
-  Object.defineProperty(event, 'keyHash', { enumerable: true, get: () => (keyHash ??= hashKey(id)) });
 }
 
 /** A lost database connection as the module's 503; any other error as it is. */

@@ -63,7 +63,7 @@ export const IdempotencyStatements = {
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
     return {
       name: 'idempotency.claim',
-      text: takeKeyText({ status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' }),
+      text: CLAIM_TEXT,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
     };
   },
@@ -79,7 +79,7 @@ export const IdempotencyStatements = {
   recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
     return {
       name: 'idempotency.record-at-commit',
-      text: takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true }),
+      text: RECORD_AT_COMMIT_TEXT,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
     };
   },
@@ -165,6 +165,10 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
           SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout${heldFails}
             FROM (SELECT) AS one LEFT JOIN found ON true`;
 }
+
+// Built once: every first execution sends one of them.
+const CLAIM_TEXT = takeKeyText({ status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' });
+const RECORD_AT_COMMIT_TEXT = takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true });
 
 /** The row of `LeaseStatements.claim`: the claim, or the record that holds the key (`claimed` false), or none. */
 export type LeaseClaimRow = RecordRow & {
