@@ -335,6 +335,9 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
         const keys = [newKey(), newKey()];
         for (const key of keys) await request(cold.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'one-statement' });
         const [{ scope, operation }] = await recordOf(keys[0]);
+        // The second moved to a scope and key spelled with what an array literal reads as syntax: they must reach the statement intact.
+        const hostile = { scope: 'a"b\\c,{NULL}', key: 'k"\\,{}' };
+        await db.query(`UPDATE idempotency_records SET scope = $1, key = $2 WHERE key = $3`, [hostile.scope, hostile.key, keys[1]]);
         const likelihood = cold.app.get(ReplayLikelihood);
         for (let i = 0; i < 20; i++) likelihood.observe(operation, true);
         const pool = cold.app.get(DataSource).driver as unknown as { master: pg.Pool };
@@ -347,13 +350,14 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
 
         const [{ fingerprint }] = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_records WHERE key = $1`, [keys[0]]);
         const fast = cold.app.get(FastReplay);
-        const find = (key: string, asked = fingerprint) => fast.find({ scope, operation, key }, asked);
-        const found = await Promise.allSettled([find(keys[0]), find('no-such-key'), find(keys[1], 'another-request'), find(keys[0])]);
+        const find = (inScope: string, key: string, asked = fingerprint) => fast.find({ scope: inScope, operation, key }, asked);
+        const found = await Promise.allSettled([find(scope, keys[0]), find(scope, 'no-such-key'), find(hostile.scope, hostile.key, 'another-request'), find(scope, keys[0]), find(scope, keys[1])]);
         expect(sent).toEqual(['idempotency.find-live']);
-        const [own, none, reused, again] = found;
+        const [own, none, reused, again, moved] = found;
         expect(own).toMatchObject({ status: 'fulfilled', value: { replayed: true, outcome: { status: 201 } } });
         expect(again).toEqual(own);
         expect(none).toEqual({ status: 'fulfilled', value: undefined });
+        expect(moved).toEqual({ status: 'fulfilled', value: undefined });
         expect(reused).toMatchObject({ status: 'rejected', reason: { status: 422 } });
       } finally {
         await cold.close();
