@@ -63,15 +63,17 @@ function refusedUnlessCanonical<T>(work: () => T): T {
  * `capture`), the failures the route stores, 409 for a key held in flight.
  */
 export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown): OneTransactionTerms {
-  return {
+  const terms: OneTransactionTerms = {
     retention: route.retention,
     wait: route.wait,
     claim: route.claim,
     capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, adapter, response)),
-    ...(route.recordsErrors && { storesError: (error: unknown) => route.storesError(error) }),
     inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
-    ...(response !== undefined && !route.capture && { snapshotResponse: () => snapshotResponseHeaders(response) }),
   };
+  // Assigned, not spread: this runs for every request.
+  if (route.recordsErrors) terms.storesError = (error: unknown): error is HttpException => route.storesError(error);
+  if (response !== undefined && !route.capture) terms.snapshotResponse = () => snapshotResponseHeaders(response);
+  return terms;
 }
 
 /** The request methods a class-level `@Idempotent()` covers. */

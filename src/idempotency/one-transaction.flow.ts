@@ -107,7 +107,7 @@ export class OneTransactionFlow {
       await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))).finally(() => {
         steps.timeline.commit = { start: commitStarted, end: performance.now() };
       });
-      return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
+      return { steps, settled: executed(handled, row) };
     } catch (error) {
       await transaction?.rollback();
       return { steps, error };
@@ -137,7 +137,7 @@ export class OneTransactionFlow {
       }
       const [row] = committed.rows;
       if (row.took_over) steps.tookOver = 'expired';
-      return { steps, settled: { ...handled, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now } };
+      return { steps, settled: executed(handled, row) };
     } catch (error) {
       await transaction?.rollback();
       restoreHeaders?.();
@@ -306,4 +306,9 @@ export class OneTransactionFlow {
 interface Handled {
   outcome: RecordedOutcome;
   result?: unknown;
+}
+
+/** Settled on the handler's own outcome, as the key-taking statement's row dates it. */
+function executed({ outcome, result }: Handled, row: ClaimRow): OneTransactionSettled {
+  return { outcome, result, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now };
 }

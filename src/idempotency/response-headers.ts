@@ -8,14 +8,15 @@
  */
 export function snapshotResponseHeaders(response: unknown): () => void {
   const target = response as HeaderTarget;
-  const before = { ...target.getHeaders() };
+  const before = Object.entries(target.getHeaders());
   return () => {
+    const kept = new Set(before.map(([name]) => name));
     for (const name of Object.keys(target.getHeaders())) {
-      if (name in before) continue;
+      if (kept.has(name)) continue;
       target.removeHeader(name);
       target.raw?.removeHeader(name); // a Fastify reply keeps headers of its own and on its raw response
     }
-    for (const [name, value] of Object.entries(before)) {
+    for (const [name, value] of before) {
       if (value === undefined) continue;
       if (target.raw) target.header!(name, value);
       else target.setHeader!(name, value);

@@ -59,6 +59,23 @@ export const OUTBOX_CHANNEL = 'idempotency_outbox';
 
 const COLUMNS = 'id, type, payload, headers, ordering_key, source_key_hash';
 
+/** `insertForOperation`'s text, reading the claim time from `record`. */
+const insertForOperationText = (record: string) => `WITH ${orderingLock('$11')},
+             source AS (
+               SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h
+                 FROM ${record})
+             INSERT INTO idempotency_outbox (${COLUMNS})
+             SELECT ${DERIVED_ID}, $1, $2::jsonb, $3::jsonb, $4, $10 FROM source, ordering
+             RETURNING id`;
+
+// Built once: most requests that write send one of them.
+const INSERT_FOR_OPERATION_TEXT = insertForOperationText('idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7');
+const INSERT_AT_COMMIT_TEXT = insertForOperationText('(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r');
+const INSERT_TEXT = `WITH ${orderingLock('$6')}
+             INSERT INTO idempotency_outbox (${COLUMNS})
+             SELECT gen_random_uuid(), $1, $2::jsonb, $3::jsonb, $4, $5 FROM ordering
+             RETURNING id`;
+
 /** All SQL on `idempotency_outbox`. */
 export const OutboxStatements = {
   /**
@@ -69,18 +86,9 @@ export const OutboxStatements = {
    * time will be this transaction's `now()`, which the identity takes instead.
    */
   insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): PreparedStatement {
-    const record = recordAtCommit
-      ? `(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r`
-      : `idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7`;
     return {
       name: recordAtCommit ? 'idempotency.outbox-insert-at-commit' : 'idempotency.outbox-insert-for-operation',
-      text: `WITH ${orderingLock('$11')},
-             source AS (
-               SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h
-                 FROM ${record})
-             INSERT INTO idempotency_outbox (${COLUMNS})
-             SELECT ${DERIVED_ID}, $1, $2::jsonb, $3::jsonb, $4, $10 FROM source, ordering
-             RETURNING id`,
+      text: recordAtCommit ? INSERT_AT_COMMIT_TEXT : INSERT_FOR_OPERATION_TEXT,
       values: [event.type, event.payload, event.headers, event.orderingKey, id.scope, id.operation, id.key, phase, index, event.sourceKeyHash, notify],
     };
   },
@@ -88,10 +96,7 @@ export const OutboxStatements = {
   /** Adds an event outside any idempotent operation: its id is random. */
   insert(event: OutboxInsert, notify: boolean): OutboxStatement {
     return {
-      text: `WITH ${orderingLock('$6')}
-             INSERT INTO idempotency_outbox (${COLUMNS})
-             SELECT gen_random_uuid(), $1, $2::jsonb, $3::jsonb, $4, $5 FROM ordering
-             RETURNING id`,
+      text: INSERT_TEXT,
       values: [event.type, event.payload, event.headers, event.orderingKey, event.sourceKeyHash, notify],
     };
   },
