@@ -5,6 +5,7 @@ import { attemptEvent, HTTP_ERRORS, unavailableOr } from './events/attempt-event
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from './idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
+import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 import type { RecordId } from './records/stored-record.js';
 import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
 import { fieldsJsonOf } from './request-fingerprint.js';
@@ -18,13 +19,20 @@ const entered = new WeakSet<object>();
  * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the
  * key, answer from the cache or the fast read, else hand the request to its
  * flow (one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
- * attempt event of the request, send.
+ * attempt event of the request, send. A message handler's call (`rpc`) goes
+ * to `IdempotentMessageInterceptor`: one interceptor bound per handler, as
+ * each one bound costs every request a layer of Nest's interceptor chain.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  constructor(private readonly idempotency: IdempotencyFacade) {}
+  private readonly messages: IdempotentMessageInterceptor;
+
+  constructor(private readonly idempotency: IdempotencyFacade) {
+    this.messages = new IdempotentMessageInterceptor(idempotency);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() === 'rpc') return this.messages.intercept(context, next);
     if (context.getType<string>() === 'graphql') return this.idempotency.mutations.intercept(context, next, (key, route, call) => settling(() => this.attempt(key, route, call, undefined, next)));
     const route = context.getType() === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();

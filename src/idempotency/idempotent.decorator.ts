@@ -5,7 +5,6 @@ import type { IdempotentOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import type { IdempotentMessageOptions } from './messaging/idempotent-message.js';
 import { IdempotentMessageFilter } from './messaging/idempotent-message.filter.js';
-import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 
 /**
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
@@ -47,10 +46,10 @@ import { IdempotentMessageInterceptor } from './messaging/idempotent-message.int
  * }
  */
 export function Idempotent(options: IdempotentOptions & IdempotentMessageOptions = {}): ClassDecorator & MethodDecorator {
-  // Each interceptor passes the other context through untouched: HTTP routes, then message handlers (`rpc`).
+  // One interceptor for routes, mutations and message handlers (`rpc`); each filter passes the other's errors through.
   return applyDecorators(
     SetMetadata(IDEMPOTENT_ROUTE, options),
-    UseInterceptors(IdempotencyInterceptor, IdempotentMessageInterceptor),
+    UseInterceptors(IdempotencyInterceptor),
     UseFilters(IdempotencyFilter, IdempotentMessageFilter),
   );
 }

@@ -1,4 +1,4 @@
-import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
+import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
 import { hashKey } from '../events/idempotency-events.js';
@@ -22,8 +22,10 @@ import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError }
  * the record complete and replays without running the handler. A failure
  * rolls back, releasing the key, and reaches the transport, which leaves the
  * message unacknowledged for redelivery.
+ *
+ * `IdempotencyInterceptor`, the one interceptor `@Idempotent()` binds,
+ * hands it the calls of message handlers.
  */
-@Injectable()
 export class IdempotentMessageInterceptor implements NestInterceptor {
   constructor(private readonly idempotency: IdempotencyFacade) {}
 
