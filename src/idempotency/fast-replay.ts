@@ -56,7 +56,7 @@ export class FastReplay {
       // Outside any transaction: where the read falls back to dataSource.query(), that would join the current one.
       const rows = await this.transactions.outside(() => read<FoundLiveRow>(IdempotencyStatements.findLive(ids)));
       const found = ids.map((): LiveRecordRow | undefined => undefined);
-      for (const { i, ...row } of rows) found[i - 1] = row;
+      for (const row of rows) found[row.i - 1] = row;
       return found;
     };
     // No memo: a record must be read after it was asked for, never served from an earlier read.
