@@ -52,6 +52,7 @@ export function headerValues(request: { raw?: { rawHeaders: string[] }; rawHeade
   const raw = request.raw?.rawHeaders ?? request.rawHeaders ?? [];
   const wanted = name.toLowerCase();
   const values: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === wanted) values.push(raw[i + 1]);
+  // The length first: most header names differ in it, and lower-casing each would copy it.
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === wanted.length && raw[i].toLowerCase() === wanted) values.push(raw[i + 1]);
   return values;
 }

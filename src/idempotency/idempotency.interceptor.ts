@@ -7,10 +7,11 @@ import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from
 import { IdempotencyFacade } from './idempotency.facade.js';
 import { IdempotentMessageInterceptor } from './messaging/idempotent-message.interceptor.js';
 import type { RecordId } from './records/stored-record.js';
+import type { CachedRequest } from './replay-cache.js';
 import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
 import { fieldsJsonOf } from './request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from './recorded-outcome.js';
-import { settling } from './settling.js';
+import { andThen, settling } from './settling.js';
 
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
@@ -44,40 +45,60 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
     const response = http.getResponse();
-    return settling(async () => this.send(await this.attempt(key, route, request, response, next), route, response));
+    return settling(() => andThen(this.attempt(key, route, request, response, next), (settled) => this.send(settled, route, response)));
   }
 
-  /** Settles one request (or GraphQL field), and emits its attempt event once it has. */
-  private async attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<Settled> {
+  /**
+   * Settles one request (or GraphQL field), and emits its attempt event once
+   * it has. A replay from the cache settles at once; anything else, once its
+   * flow has ended.
+   */
+  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Settled | Promise<Settled> {
     const start = performance.now();
     let id: RecordId | undefined;
-    let ending: FlowEnding;
+    let ending: FlowEnding | Promise<FlowEnding>;
     try {
       if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
       if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
       id = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
-      ending = await this.dispatch(id, route, request, response, next);
+      ending = this.dispatch(id, route, request, response, next);
     } catch (error) {
       ending = { steps: NO_STEPS, error };
     }
+    const attempted = id;
+    if (!(ending instanceof Promise)) return this.concluded(route, attempted, ending, start);
+    return ending.then(
+      (flowEnding) => this.concluded(route, attempted, flowEnding, start),
+      (error: unknown) => this.concluded(route, attempted, { steps: NO_STEPS, error }, start),
+    );
+  }
+
+  /** Emits the attempt event of an ended flow; returns what it settled on, or throws the error it answers with. */
+  private concluded(route: IdempotentRoute, id: RecordId | undefined, ending: FlowEnding, start: number): Settled {
     const error = ending.settled ? undefined : unavailableOr(ending.error);
     this.idempotency.events.emit(attemptEvent(route.operation, id, ending, error, HTTP_ERRORS, start));
     if (ending.settled) return ending.settled;
     throw error;
   }
 
-  /** A replay from the cache or the fast read, else the route's flow; what it settles on is cached. */
-  private async dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
-    const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
+  /** A replay from the cache, at once; else the fast read or the route's flow. */
+  private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
     const fields = fingerprintedFields(route, request);
     // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
     const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
-    const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
-    const cached = cache.get(id);
+    const cached = this.idempotency.cache.get(id);
     // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
     if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
     const fingerprint = fingerprintOf(route, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
+    return this.uncached(id, { fingerprint, fieldsJson }, route, request, response, next);
+  }
+
+  /** The fast read, else the route's flow; what it settles on is cached. */
+  private async uncached(id: RecordId, prints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+    const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
+    const { fingerprint } = prints;
+    const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
     const ending: FlowEnding = found
       ? { steps: NO_STEPS, settled: found }
@@ -85,7 +106,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         ? await phased.execute(id, fingerprint, route, next, request, response)
         : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response), next);
     const { settled } = ending;
-    if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint, fieldsJson }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, prints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 

@@ -3,7 +3,7 @@ import type { RecordId } from './records/stored-record.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 /** The request an outcome was recorded (or last replayed) for. */
-interface CachedRequest {
+export interface CachedRequest {
   fingerprint: string;
   /** Its fingerprinted fields as JSON (`fieldsJsonOf`), where they are parsed data: a replay with the same JSON skips the fingerprint. */
   fieldsJson?: string;

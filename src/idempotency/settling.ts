@@ -1,18 +1,25 @@
 import { Observable } from 'rxjs';
 
 /**
- * What `settle` resolves to, as an Observable of one value, started on
- * subscription as Nest's interceptor chain expects: what `defer(async () => …)`
- * gives, without its layers on every request.
+ * What `settle` returns, or what its promise resolves to, as an Observable of
+ * one value, started on subscription as Nest's interceptor chain expects:
+ * what `defer(async () => …)` gives, without its layers on every request. A
+ * value settled at once (a replay from the cache) is emitted at once, with no
+ * promise and no turn of the microtask queue.
  */
-export function settling<T>(settle: () => Promise<T>): Observable<T> {
+export function settling<T>(settle: () => T | Promise<T>): Observable<T> {
   return new Observable<T>((subscriber) => {
-    settle().then(
-      (value) => {
-        subscriber.next(value);
-        subscriber.complete();
-      },
-      (error: unknown) => subscriber.error(error),
-    );
+    const emit = (value: T) => {
+      subscriber.next(value);
+      subscriber.complete();
+    };
+    const settled = settle(); // a throw here reaches the subscriber as an error, as rxjs delivers one from a subscribe function
+    if (settled instanceof Promise) settled.then(emit, (error: unknown) => subscriber.error(error));
+    else emit(settled);
   });
+}
+
+/** `next` of a value: at once where it is one, else once its promise fulfils. */
+export function andThen<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(next) : next(value);
 }
