@@ -11,6 +11,7 @@ import { PostgresCpu } from './postgres-cpu.js';
 import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
 import { fixed, formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
+import { machineBeforeRun } from './machine-load.js';
 import { currentCommit, describeMachine, writeResults } from './results-file.js';
 import { APP_VARIANTS, type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
 import { headlineRatios, ratiosToBare, summarise, twinRatios, type ScenarioRun } from './statistics.js';
@@ -27,12 +28,14 @@ const JOB_SLACK_MS = 120_000;
 export async function runBenchSession(options: BenchOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const notes = [
-    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
+    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
   ];
 
+  const before = await machineBeforeRun(log);
+  if (before.warning) notes.push(before.warning);
   const database = await createBenchDatabase(runId, log);
   cleanup.add('database', database.close);
-  const machine = describeMachine(database.description);
+  const machine = describeMachine(database.description, before.busyShare);
   const peer = await peerFor(options, runId, cleanup, notes, log);
   const scenarios = SCENARIOS.filter((scenario) => (!scenario.peer || peer) && (!options.only || options.only.includes(scenario.id)));
   if (peer) notes.push('The peer records its outcome in Redis after the business transaction committed, so its record and the order are not atomic; the bench measures cost, not guarantees.');

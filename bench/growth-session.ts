@@ -11,6 +11,7 @@ import { GROWTH_APPS, GROWTH_SCENARIOS, summariseReaping, summariseSizes } from 
 import { migrate, seedRecords, type SeedTarget } from './growth-seeding.js';
 import { formatCount, measureSizes, type SizedDatabase } from './growth-sizes.js';
 import { reaperPlan, tableStats } from './growth-table.js';
+import { machineBeforeRun } from './machine-load.js';
 import { currentCommit, describeMachine, writeResultFiles } from './results-file.js';
 
 /**
@@ -23,12 +24,14 @@ import { currentCommit, describeMachine, writeResultFiles } from './results-file
 export async function runGrowthSession(options: GrowthOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const notes = [
-    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
+    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the ratios, which come from one run with interleaved rounds.',
     'Each size has a database of its own on the same server; first executions use random UUID keys, so they land all over the primary key as clients\' keys do.',
   ];
+  const before = await machineBeforeRun(log);
+  if (before.warning) notes.push(before.warning);
   const database = await createBenchDatabase(runId, log);
   cleanup.add('database', database.close);
-  const machine = describeMachine(database.description);
+  const machine = describeMachine(database.description, before.busyShare);
 
   const sized: SizedDatabase[] = [];
   for (const size of options.sizes) sized.push({ size, url: sized.length === 0 ? database.url : await database.addDatabase() });

@@ -24,6 +24,8 @@ export interface MachineDescription {
   database: string;
   /** 1, 5 and 15 minute load averages, at the start and the end: other work on the machine shows here. */
   loadAverageAtStart: number[];
+  /** The share of CPU time other work used in the 3 s before the run started anything. */
+  busyBeforeStart: number;
   loadAverageAtEnd?: number[];
 }
 
@@ -44,7 +46,7 @@ export interface BenchResults {
 }
 
 /** Describes this machine; the load average is taken now. */
-export function describeMachine(database: string): MachineDescription {
+export function describeMachine(database: string, busyBeforeStart: number): MachineDescription {
   const cpuList = cpus();
   const cpuModel = cpuList[0]?.model.trim() ?? 'unknown CPU';
   return {
@@ -55,6 +57,7 @@ export function describeMachine(database: string): MachineDescription {
     node: process.version,
     database,
     loadAverageAtStart: loadavg().map(round2),
+    busyBeforeStart,
   };
 }
 
