@@ -65,11 +65,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       ending = { steps: NO_STEPS, error };
     }
-    const attempted = id;
-    if (!(ending instanceof Promise)) return this.concluded(route, attempted, ending, start);
+    if (!(ending instanceof Promise)) return this.concluded(route, id, ending, start);
     return ending.then(
-      (flowEnding) => this.concluded(route, attempted, flowEnding, start),
-      (error: unknown) => this.concluded(route, attempted, { steps: NO_STEPS, error }, start),
+      (flowEnding) => this.concluded(route, id, flowEnding, start),
+      (error: unknown) => this.concluded(route, id, { steps: NO_STEPS, error }, start),
     );
   }
 
@@ -95,9 +94,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The fast read, else the route's flow; what it settles on is cached. */
-  private async uncached(id: RecordId, prints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+  private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
     const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
-    const { fingerprint } = prints;
+    const { fingerprint } = fingerprints;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
     const ending: FlowEnding = found
@@ -106,7 +105,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         ? await phased.execute(id, fingerprint, route, next, request, response)
         : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response), next);
     const { settled } = ending;
-    if (settled?.expiresAt && settled.databaseNow) cache.set(id, prints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 
