@@ -12,7 +12,7 @@ import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
 import { fixed, formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
 import { machineBeforeRun } from './machine-load.js';
-import { currentCommit, describeMachine, writeResults } from './results-file.js';
+import { currentCommit, describeMachine, round2, writeResults } from './results-file.js';
 import { APP_VARIANTS, type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
 import { headlineRatios, ratiosToBare, summarise, twinRatios, type ScenarioRun } from './statistics.js';
 
@@ -82,7 +82,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
       log(progressLine(scenario, run, options.rounds));
     }
   }
-  machine.loadAverageAtEnd = loadavg().map((value) => Math.round(value * 100) / 100);
+  machine.loadAverageAtEnd = loadavg().map(round2);
 
   const summaries = summarise(scenarios, runs);
   const ratios = ratiosToBare(summaries, runs);

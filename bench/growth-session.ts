@@ -12,7 +12,7 @@ import { migrate, seedRecords, type SeedTarget } from './growth-seeding.js';
 import { formatCount, measureSizes, type SizedDatabase } from './growth-sizes.js';
 import { reaperPlan, tableStats } from './growth-table.js';
 import { machineBeforeRun } from './machine-load.js';
-import { currentCommit, describeMachine, writeResultFiles } from './results-file.js';
+import { currentCommit, describeMachine, round2, writeResultFiles } from './results-file.js';
 
 /**
  * One growth run: a database per table size and one for the reaper's
@@ -62,7 +62,7 @@ export async function runGrowthSession(options: GrowthOptions, cleanup: CleanupS
     reaping = { backlog: options.backlog, runs, summary: summariseReaping(runs), tableBefore, tableAfter, planBefore, planAfter };
     if (reaping.summary.exhaustedRounds.length) notes.push('The backlog ran out during a reaping window: raise --backlog so the reaper never idles while measured.');
   }
-  machine.loadAverageAtEnd = loadavg().map((value) => Math.round(value * 100) / 100);
+  machine.loadAverageAtEnd = loadavg().map(round2);
 
   const summaries = summariseSizes(options.sizes, sizeRuns);
   console.log(`\n${formatGrowthReport(tables, sizeRuns, summaries, reaping)}\n`);

@@ -1,5 +1,6 @@
 import { cpus } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { round2 } from './results-file.js';
 
 /** Above this share of the CPUs already busy before a run starts, its figures are suspect. */
 const BUSY_SHARE_WARNING = 0.2;
@@ -17,7 +18,7 @@ async function busyShareOver(ms: number): Promise<number> {
   await sleep(ms);
   const after = totalTimes();
   const total = after.total - before.total;
-  return total > 0 ? Math.round(((after.busy - before.busy) / total) * 100) / 100 : 0;
+  return total > 0 ? round2((after.busy - before.busy) / total) : 0;
 }
 
 /** How busy the machine was before a run: measured over `SAMPLE_MS`, with a warning (logged now, and for the results' notes) where it was busy. */

@@ -91,6 +91,7 @@ async function writeAtomically(path: string, text: string): Promise<string> {
   return path;
 }
 
-function round2(value: number): number {
+/** To two decimals, as the results keep shares and load averages. */
+export function round2(value: number): number {
   return Math.round(value * 100) / 100;
 }
