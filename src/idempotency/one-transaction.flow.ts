@@ -8,7 +8,7 @@ import { isKeyHeldAtCommit, isLockTimeout } from './database-errors.js';
 import { hashKey, IdempotencyEvents } from './events/idempotency-events.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import type { ClaimMode, ResolvedModuleOptions } from './idempotency.options.js';
-import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement } from './records/record.statements.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type RecordedAtCommitRow } from './records/record.statements.js';
 import { type RecordId, toStoredRecord } from './records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
 import { captureError } from './outcome-capture.js';
@@ -151,10 +151,10 @@ export class OneTransactionFlow {
    * key was held, and so nothing committed; 409 when its owner outlasted
    * `wait`.
    */
-  private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: ClaimRow[] } | undefined> {
+  private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();
     try {
-      const committed = await transaction.commitWith<ClaimRow>(record);
+      const committed = await transaction.commitWith<RecordedAtCommitRow>(record);
       this.replays.observe(id.operation, false);
       return committed;
     } catch (error) {
@@ -309,6 +309,6 @@ interface Handled {
 }
 
 /** Settled on the handler's own outcome, as the key-taking statement's row dates it. */
-function executed({ outcome, result }: Handled, row: ClaimRow): OneTransactionSettled {
+function executed({ outcome, result }: Handled, row: RecordedAtCommitRow): OneTransactionSettled {
   return { outcome, result, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now };
 }

@@ -40,7 +40,15 @@ export class IdempotencyEvents {
   }
 }
 
+/** Hashes already taken, by id: a request's attempt event and its outbox events name the same id object. */
+const keyHashes = new WeakMap<RecordId, string>();
+
 /** Identifies a key in events and logs without revealing it. */
 export function hashKey(id: RecordId): string {
-  return hash('sha256', `${id.scope}\n${id.operation}\n${id.key}`).slice(0, 16);
+  let keyHash = keyHashes.get(id);
+  if (keyHash === undefined) {
+    keyHash = hash('sha256', `${id.scope}\n${id.operation}\n${id.key}`).slice(0, 16);
+    keyHashes.set(id, keyHash);
+  }
+  return keyHash;
 }

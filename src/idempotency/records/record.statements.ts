@@ -31,6 +31,9 @@ export interface ClaimRow extends Partial<RecordRow> {
   database_now: Date;
 }
 
+/** The row of `recordAtCommit`, which answers only when it took the key: what dates the record. */
+export type RecordedAtCommitRow = Pick<ClaimRow, 'took_over' | 'expires_at' | 'database_now'>;
+
 /** A live record, with the database's `now()` at which it was read. */
 export interface LiveRecordRow extends RecordRow {
   database_now: Date;
@@ -142,6 +145,8 @@ interface TakenKey {
 function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
   // Evaluated per row, never folded at planning: 1 / 1 when this statement took the key, 1 / 0 otherwise.
   const heldFails = failWhenHeld ? ', 1 / (found.claimed IS TRUE)::int AS taken' : '';
+  // A statement that fails when the key is held answers only for a key it took: the holder's columns would be null.
+  const answered = failWhenHeld ? 'found.took_over, found.expires_at' : 'found.*';
   return `WITH wait AS MATERIALIZED (
             SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
           claim AS (
@@ -162,7 +167,7 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
             SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
               FROM idempotency_records
              WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
-          SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout${heldFails}
+          SELECT ${answered}, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout${heldFails}
             FROM (SELECT) AS one LEFT JOIN found ON true`;
 }
 

@@ -3,9 +3,9 @@ import type { RecordedOutcome } from '../recorded-outcome.js';
 
 /** What makes a key unique: the tenant scope, the operation and the key itself. */
 export interface RecordId {
-  scope: string;
-  operation: string;
-  key: string;
+  readonly scope: string;
+  readonly operation: string;
+  readonly key: string;
 }
 
 /** What a phased operation needs to be finished by someone other than its first owner (the `resume` column). */
