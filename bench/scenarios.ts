@@ -6,6 +6,7 @@ import type { KeyPlan, LoadJob, LoadPhase, PhaseResult } from './load-protocol.j
 export type ScenarioId =
   | 'floor'
   | 'bare'
+  | 'intercepted'
   | 'first'
   | 'replay'
   | 'bursts'
@@ -72,6 +73,7 @@ const ours = (id: ScenarioId, label: string, app: BenchAppVariant, replay: boole
 export const SCENARIOS: readonly Scenario[] = [
   { id: 'floor', label: 'framework floor', path: '/bench/floor', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
   { id: 'bare', label: 'bare transaction', path: '/bench/orders/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  { id: 'intercepted', label: 'bare, pass-through interceptor', path: '/bench/orders/intercepted', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
   ours('first', 'first execution', 'main', false),
   ours('replay', 'replay', 'main', true),
   { id: 'bursts', label: 'duplicate bursts', path: IDEMPOTENT, keys: 'burst', peer: false, app: 'main', statuses: [201, 409], replays: 'any' },
@@ -99,6 +101,8 @@ export interface Twins {
 
 /** The twin comparisons printed and written where both scenarios ran. */
 export const TWINS: readonly Twins[] = [
+  { name: 'a pass-through interceptor (Nest’s share), bare transaction', subject: 'intercepted', base: 'bare' },
+  { name: 'the idempotency layer above that interceptor, claimed at commit', subject: 'at-commit-first', base: 'intercepted' },
   { name: 'encryption, first execution', subject: 'encrypted-first', base: 'uncached-first' },
   { name: 'encryption, replay (reads and decrypts)', subject: 'encrypted-replay', base: 'uncached-replay' },
   { name: 'no read-first, replay from the table', subject: 'claim-replay', base: 'uncached-replay' },
