@@ -124,6 +124,10 @@ describe('the outbox', () => {
       await until(async () => (await rows(`status = 'pending'`)).length === 0);
       expect(publisher.published.map((message) => message.id).sort()).toEqual((await rows()).map((row) => row.id).sort());
       expect(publisher.published[0]).toMatchObject({ type: 'entry.created', payload: { label: expect.any(String) }, sourceKeyHash: expect.stringMatching(/^[0-9a-f]{16}$/) });
+      // Logs and outbox events name a request's key by the same hash: each published event's is one of the attempts'.
+      const attemptKeyHashes = seen.flatMap((event) => (event.kind === 'attempt' ? [event.keyHash] : []));
+      expect(attemptKeyHashes).toHaveLength(5);
+      for (const message of publisher.published) expect(attemptKeyHashes).toContain(message.sourceKeyHash);
       expect(seen.filter((event) => event.kind === 'outbox_relayed').reduce((sum, event) => sum + (event as { published: number }).published, 0)).toBe(5);
       expect(await app.app.get(OutboxRelay).stats()).toEqual({ pending: 0, oldestPendingAgeSeconds: 0 });
     });
