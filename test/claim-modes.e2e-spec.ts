@@ -132,9 +132,16 @@ describe('claim modes', () => {
     expect(replays.every((event) => event.claimMs !== undefined)).toBe(true);
   });
 
-  it('claims at commit while keys are rarely held, and first once retries that reach the table are common', async () => {
+  it('claims first by default', async () => {
     const events: AttemptEvent[] = [];
     const { url } = await start({ replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    expect((await post(url, '/entries/optional', newKey(), 'default')).status).toBe(201);
+    expect(events.at(-1)).toMatchObject({ outcome: 'executed', claimed: 'first' });
+  });
+
+  it('adaptive: claims at commit while keys are rarely held, and first once retries that reach the table are common', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ claim: 'adaptive', replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
     const fresh = await post(url, '/entries/optional', newKey(), 'adaptive');
     expect(fresh.status).toBe(201);
     expect(events.at(-1)?.claimed).toBe('at-commit');

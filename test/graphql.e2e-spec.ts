@@ -35,10 +35,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * child process, as `npm start` runs it.
  */
 /**
- * Each adapter with keys claimed first, and Express with keys claimed at
- * commit: pinned, since the adaptive default picks per the operation's
- * recent history, which the tests before would set. An owner held in
- * flight is what a duplicate waits on only when keys are claimed first.
+ * Each adapter with keys claimed first (the default), and Express with keys
+ * claimed at commit. An owner held in flight is what a duplicate waits on
+ * only when keys are claimed first.
  */
 const RUNS = [...HTTP_ADAPTERS.map((adapter) => ({ adapter, claim: 'first' as const })), { adapter: 'express' as const, claim: 'at-commit' as const }];
 

@@ -74,6 +74,19 @@ export class ClaimTransaction {
     return this.driver.commit<Row>(statement);
   }
 
+  /** Open until COMMIT or ROLLBACK is sent. */
+  get open(): boolean {
+    return this.isOpen;
+  }
+
+  get pipelined(): boolean {
+    return this.driver.pipelined;
+  }
+
+  enqueue(sql: string): Promise<unknown> {
+    return this.driver.enqueue(sql);
+  }
+
   /** Rolls back if still open; a broken connection is left for the pool to discard. */
   async rollback(): Promise<void> {
     if (!this.isOpen) return;

@@ -1,9 +1,9 @@
 import { HttpException } from '@nestjs/common';
 import { IdempotencyDatabaseUnavailableException } from './idempotency.exceptions.js';
+import { KEY_HELD_AT_COMMIT } from './records/record.statements.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
-/** What the claim at commit raises when the key is held (see `IdempotencyStatements.recordAtCommit`). */
-const KEY_HELD_AT_COMMIT = '22012';
+const INVALID_TEXT_REPRESENTATION = '22P02';
 
 /** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
 const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
@@ -33,8 +33,13 @@ export function isLockTimeout(error: unknown): boolean {
   return (failure.driverError?.code ?? failure.code) === LOCK_NOT_AVAILABLE;
 }
 
-/** The claim at commit found the key held, and so failed its transaction: COMMIT rolled everything back. */
+/**
+ * The claim at commit found the key held, and so failed its transaction:
+ * COMMIT rolled everything back. Told by its message as well as its code,
+ * so that a failure of the handler's own at COMMIT (a deferred trigger's) is
+ * never taken for it.
+ */
 export function isKeyHeldAtCommit(error: unknown): boolean {
-  const failure = error as { code?: string; driverError?: { code?: string } };
-  return (failure.driverError?.code ?? failure.code) === KEY_HELD_AT_COMMIT;
+  const failure = (error as { driverError?: { code?: string; message?: string } }).driverError ?? (error as { code?: string; message?: string });
+  return failure.code === INVALID_TEXT_REPRESENTATION && typeof failure.message === 'string' && failure.message.includes(KEY_HELD_AT_COMMIT);
 }

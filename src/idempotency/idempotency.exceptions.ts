@@ -12,6 +12,8 @@ export const IdempotencyProblemType = {
   DatabaseUnavailable: 'urn:nest-idempotency:problem:database-unavailable',
   OperationUnfinished: 'urn:nest-idempotency:problem:operation-unfinished',
   RecordUndecryptable: 'urn:nest-idempotency:problem:record-undecryptable',
+  BodyTooLarge: 'urn:nest-idempotency:problem:body-too-large',
+  BodyNotFingerprinted: 'urn:nest-idempotency:problem:body-not-fingerprinted',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -147,6 +149,36 @@ export class UnstorableResponseException extends IdempotencyProblem {
   }
 }
 
+/** 413: a body no parser had read, larger than the module reads to fingerprint it (`maxBodyBytes`). */
+export class IdempotencyBodyTooLargeException extends IdempotencyProblem {
+  constructor(limit: number) {
+    super({
+      type: IdempotencyProblemType.BodyTooLarge,
+      title: 'Request body too large',
+      status: HttpStatus.PAYLOAD_TOO_LARGE,
+      detail: `The request body is over the ${limit} bytes an idempotent route reads to fingerprint it.`,
+    });
+  }
+}
+
+/**
+ * 415: the request has a body, but whatever read it before the route left
+ * nothing to fingerprint (no `body`, no `rawBody`). Refused: a retry with
+ * another body must never replay this one's answer.
+ */
+export class IdempotencyBodyNotFingerprintedException extends IdempotencyProblem {
+  constructor(operation: string) {
+    super({
+      type: IdempotencyProblemType.BodyNotFingerprinted,
+      title: 'Request body cannot be fingerprinted',
+      status: HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+      detail:
+        `${operation}: the request body was read before the route, and left neither request.body nor request.rawBody, so the module cannot tell ` +
+        `one body from another. Let a body parser set request.body, or name the fields that define the operation with @Idempotent({ fingerprint }).`,
+    });
+  }
+}
+
 /**
  * Why a recorded outcome could not be read back under `encryption`:
  * - `plaintext-refused`: stored in plaintext, and `acceptPlaintext` is off;
@@ -202,5 +234,23 @@ export class IdempotencyConfigurationError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'IdempotencyConfigurationError';
+  }
+}
+
+/**
+ * A database call through a transaction of the module's that has already
+ * ended: `TransactionHost.manager`, the request's EntityManager kept past
+ * the request, `Outbox.add()`. It would commit on its own, apart from the
+ * recorded outcome, or on a connection another request now uses, so it is
+ * refused. Writes through repositories and the DataSource are not: once the
+ * request's transaction has ended they run on their own, as without the module.
+ */
+export class TransactionClosedError extends Error {
+  constructor() {
+    super(
+      'This database call goes through an idempotent request\'s transaction that has already ended (work the handler did not await?). ' +
+        'Await it inside the handler, or start it with TransactionHost.outside() to commit it on its own.',
+    );
+    this.name = 'TransactionClosedError';
   }
 }

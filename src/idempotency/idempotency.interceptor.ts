@@ -9,8 +9,10 @@ import { IdempotentMessageInterceptor } from './messaging/idempotent-message.int
 import type { RecordId } from './records/stored-record.js';
 import type { CachedRequest } from './replay-cache.js';
 import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
+import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
 import { fieldsJsonOf } from './request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from './recorded-outcome.js';
+import { ResponseGuard } from './response-guard.js';
 import { andThen, settling } from './settling.js';
 
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
@@ -80,9 +82,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
     throw error;
   }
 
-  /** A replay from the cache, at once; else the fast read or the route's flow. */
+  /**
+   * A replay from the cache, at once; else the fast read or the route's flow.
+   * An HTTP body no parser has read yet is read first (see request-body.ts).
+   */
   private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
-    const fields = fingerprintedFields(route, request);
+    const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
+    if (body === 'hidden') refuseHiddenBody(route.operation);
+    if (body === 'unread') {
+      return readUnreadBody(request, route.maxBodyBytes)
+        .then((bytes) => bodyValueOf(bytes, request.headers))
+        .then((value) => this.dispatchFields(id, route, fingerprintedFields(route, request, { body: value }), request, response, next));
+    }
+    return this.dispatchFields(id, route, fingerprintedFields(route, request), request, response, next);
+  }
+
+  private dispatchFields(id: RecordId, route: IdempotentRoute, fields: unknown, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
     // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
     const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
     const cached = this.idempotency.cache.get(id);
@@ -95,24 +110,40 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The fast read, else the route's flow; what it settles on is cached. */
   private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
-    const { cache, fast, phased, oneTransaction, adapterHost } = this.idempotency;
+    const { cache, fast } = this.idempotency;
     const { fingerprint } = fingerprints;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
-    const ending: FlowEnding = found
-      ? { steps: NO_STEPS, settled: found }
-      : route.lease
-        ? await phased.execute(id, fingerprint, route, next, request, response)
-        : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response), next);
+    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next);
     const { settled } = ending;
     if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 
+  /**
+   * Runs the route's flow, with an HTTP response held while it does: what
+   * the handler writes to it itself is held back, and answered with a 500
+   * problem, since nothing may leave before the transaction has ended.
+   */
+  private async run(id: RecordId, fingerprint: string, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+    const { phased, oneTransaction, adapterHost } = this.idempotency;
+    const guard = response === undefined ? undefined : ResponseGuard.hold(response);
+    try {
+      return route.lease
+        ? await phased.execute(id, fingerprint, route, next, request, response)
+        : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard), next);
+    } finally {
+      guard?.release();
+    }
+  }
+
   /** Answers with an outcome: on the normal path for the route's status, through the filter otherwise. */
   private send({ outcome, replayed }: Settled, route: IdempotentRoute, response: unknown): string | undefined {
     if (outcome.status !== route.successStatus) throw new RecordedOutcomeResponse(outcome, replayed);
-    applyOutcomeHeaders(this.idempotency.adapterHost.httpAdapter, response, outcome, replayed);
+    const adapter = this.idempotency.adapterHost.httpAdapter;
+    // The route's status, whatever a handler that ran and lost (claimed at commit) set on this response.
+    adapter.status(response, outcome.status);
+    applyOutcomeHeaders(adapter, response, outcome, replayed);
     return outcome.body ?? undefined;
   }
 }

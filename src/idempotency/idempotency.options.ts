@@ -39,7 +39,8 @@ export interface IdempotencyModuleOptions {
   wait?: number;
   /**
    * When a one-transaction route claims its key: see `ClaimMode`. Default
-   * `'adaptive'`.
+   * `'first'`, the only mode in which a concurrent or sequential retry never
+   * runs the handler again.
    */
   claim?: ClaimMode;
   /**
@@ -93,6 +94,16 @@ export interface IdempotencyModuleOptions {
    * more than `'pg'` without pipelining. Default `'pg'`.
    */
   claimDriver?: ClaimDriverName;
+  /**
+   * The largest request body, in bytes, that the module reads itself to
+   * fingerprint it: a body no parser has read when the route's interceptor
+   * runs (a multipart upload that a `FileInterceptor` inside `@Idempotent()`
+   * parses later, text on Express without a text parser, binary). Such a
+   * body waits in memory until the handler reads it; a larger one is
+   * refused with 413 before the handler runs. Bodies parsed before the route
+   * (JSON, forms) are not counted. Default 16 MiB.
+   */
+  maxBodyBytes?: number;
   /**
    * Whether `@Idempotent()` routes document their key header, the replay
    * header and their problem responses in OpenAPI, when `@nestjs/swagger` is
@@ -208,19 +219,24 @@ export interface IdempotentOptions {
 /**
  * When a one-transaction route claims its key.
  *
- * - `'first'`: the claim is the transaction's first statement. A concurrent
- *   duplicate waits on it and replays, so the handler runs once per key. The
- *   right mode when duplicates are common or the handler is expensive.
- * - `'at-commit'`: the handler runs with no claim in front of it, and one
- *   statement inserts the completed record right before COMMIT: one
- *   statement less on a first execution. A duplicate that runs meanwhile
- *   runs the handler too, then finds the key held at its own commit: all it
- *   wrote rolls back and it replays the winner's outcome. Only the database
- *   writes of a handler are protected this way, as they are in either mode
- *   against a crash: put external effects in phases.
- * - `'adaptive'`: at commit while an operation's keys are rarely found held,
- *   first while they often are (retries through other instances, bursts of
- *   duplicates): the same signal that turns on the read-first replay.
+ * - `'first'` (the default): the claim is the transaction's first statement.
+ *   A concurrent duplicate waits on it and replays, or gets 409 with
+ *   `Retry-After` once `wait` runs out; a sequential retry replays. The
+ *   handler runs once per key, whatever it does: database writes, e-mail,
+ *   a call to a provider.
+ * - `'at-commit'` (opt-in, faster): the handler runs with no claim in front
+ *   of it, and one statement inserts the completed record right before
+ *   COMMIT: one statement less on a first execution. **A duplicate that
+ *   arrives while the first is in flight runs the handler too**, then finds
+ *   the key held at its own commit: everything it wrote to the database
+ *   rolls back and it replays the winner's outcome. Only for handlers whose
+ *   every effect is a write in the request's transaction; anything else the
+ *   handler does (a call to a provider, an e-mail, a write outside the
+ *   transaction) can happen once per concurrent duplicate. The module logs
+ *   this at startup for each route that uses it.
+ * - `'adaptive'` (opt-in): at commit while an operation's keys are rarely
+ *   found held, first while they often are. It has the trade-off of
+ *   `'at-commit'`: a duplicate may run the handler.
  */
 export type ClaimMode = 'first' | 'at-commit' | 'adaptive';
 
@@ -266,7 +282,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
-    claim: options.claim ?? 'adaptive',
+    claim: options.claim ?? 'first',
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,
@@ -276,6 +292,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     preparedStatements: options.preparedStatements ?? true,
     claimDriver: options.claimDriver ?? 'pg',
     openapi: options.openapi ?? true,
+    maxBodyBytes: options.maxBodyBytes ?? 16 * 1024 * 1024,
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {

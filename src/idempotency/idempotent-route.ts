@@ -8,8 +8,8 @@ import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql
 import type { OneTransactionTerms } from './one-transaction.flow.js';
 import { captureSuccess } from './outcome-capture.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
-import { snapshotResponseHeaders } from './response-headers.js';
-import { fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
+import type { ResponseGuard } from './response-guard.js';
+import { fingerprintFieldsOf, fingerprintRequest, type ReadBody, readsBody } from './request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
 export interface IdempotentRoute {
@@ -32,16 +32,21 @@ export interface IdempotentRoute {
   lease: number | undefined;
   replayHeaders: readonly string[];
   scopeOf(request: unknown): string;
-  fingerprintFieldsOf(request: unknown): unknown;
+  /** The fields to fingerprint; `read`, a body the module read itself, stands in for `request.body`. */
+  fingerprintFieldsOf(request: unknown, read?: ReadBody): unknown;
   /** Whether those fields are data a parser produced, never a fingerprint function's value: see `fieldsJsonOf`. */
   fieldsAreData: boolean;
+  /** Whether those fields include the HTTP request's body, so that a body no parser read must be read (request-body.ts). */
+  readsBody: boolean;
+  /** The most bytes of such a body the module reads (`maxBodyBytes`). */
+  maxBodyBytes: number;
   /** How a success is recorded where it is not an HTTP response (a GraphQL field's value); HTTP routes leave it unset. */
   capture?(result: unknown): RecordedOutcome;
 }
 
 /** The fields the route fingerprints; a request they cannot be taken from is refused (400). */
-export function fingerprintedFields(route: IdempotentRoute, request: unknown): unknown {
-  return refusedUnlessCanonical(() => route.fingerprintFieldsOf(request));
+export function fingerprintedFields(route: IdempotentRoute, request: unknown, read?: ReadBody): unknown {
+  return refusedUnlessCanonical(() => route.fingerprintFieldsOf(request, read));
 }
 
 /** The fingerprint of those fields; fields without a canonical form are refused (400). */
@@ -62,7 +67,7 @@ function refusedUnlessCanonical<T>(work: () => T): T {
  * success recorded as the response it answers (or by the route's own
  * `capture`), the failures the route stores, 409 for a key held in flight.
  */
-export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown): OneTransactionTerms {
+export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractHttpAdapter, response: unknown, guard: ResponseGuard | undefined): OneTransactionTerms {
   const terms: OneTransactionTerms = {
     retention: route.retention,
     wait: route.wait,
@@ -72,7 +77,7 @@ export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractH
   };
   // Assigned, not spread: this runs for every request.
   if (route.recordsErrors) terms.storesError = (error: unknown): error is HttpException => route.storesError(error);
-  if (response !== undefined && !route.capture) terms.snapshotResponse = () => snapshotResponseHeaders(response);
+  if (guard) terms.restoreResponse = () => guard.restore();
   return terms;
 }
 
@@ -151,13 +156,15 @@ export class IdempotentRoutes {
     const tenantOf = this.options.tenant;
     const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
+    const claim = options.claim ?? this.options.claim;
+    if (claim !== 'first' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`, claim));
     return {
       operation,
       headerName: this.options.headerName,
       required: options.required ?? true,
       retention,
       wait,
-      claim: options.claim ?? this.options.claim,
+      claim,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
       storeErrors: new Set(options.storeErrors ?? []),
@@ -173,6 +180,8 @@ export class IdempotentRoutes {
       },
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
       fieldsAreData: typeof options.fingerprint !== 'function',
+      readsBody: readsBody(options.fingerprint),
+      maxBodyBytes: this.options.maxBodyBytes,
     };
   }
 
@@ -192,6 +201,15 @@ export class IdempotentRoutes {
       );
     };
   }
+}
+
+/** What a route that does not claim first gives up, said once when the route is first read (at startup). */
+function duplicatesRunNotice(route: string, claim: ClaimMode): string {
+  return (
+    `${route} claims its key ${claim === 'at-commit' ? 'at commit' : 'adaptively (at commit while duplicates are rare)'}: a duplicate that arrives while the first ` +
+    `request is in flight runs the handler too, and only its database writes roll back. Keep it for handlers whose every effect is a write in the request's ` +
+    `transaction; claim: 'first' (the default) runs the handler once per key.`
+  );
 }
 
 /**

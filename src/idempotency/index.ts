@@ -12,7 +12,7 @@ export type {
 } from './idempotency.options.js';
 export type { EncryptionKey } from './outcome-encryption.js';
 export type { FingerprintFields } from './request-fingerprint.js';
-export { TransactionClosedError, TransactionHost } from './transaction-host.js';
+export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './recorded-outcome.js';
@@ -45,6 +45,8 @@ export { PhasedClaim } from './phases/phased-claim.js';
 export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
 export { AbandonedClaimsCompleter, type CompleterBounds, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
+  IdempotencyBodyNotFingerprintedException,
+  IdempotencyBodyTooLargeException,
   IdempotencyConfigurationError,
   IdempotencyDatabaseUnavailableException,
   IdempotencyKeyMalformedException,
@@ -56,6 +58,7 @@ export {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
+  TransactionClosedError,
   UnstorableResponseException,
   type ProblemDetails,
   type RecordUndecryptableReason,

@@ -1,7 +1,7 @@
 import { type CallHandler, type HttpException, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { lastValueFrom } from 'rxjs';
-import type { EntityManager, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from './current-operation.js';
 import { isKeyHeldAtCommit, isLockTimeout } from './database-errors.js';
@@ -15,6 +15,7 @@ import { captureError } from './outcome-capture.js';
 import { OutcomeCodec } from './outcome-codec.js';
 import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from './recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
+import { RequestTransaction } from './request-transaction.js';
 import { TransactionHost } from './transaction-host.js';
 
 const SAVEPOINT_NAME = 'idempotency_claim';
@@ -38,11 +39,11 @@ export interface OneTransactionTerms {
   /** The error for a key recorded for a different request; the module's 422 by default. */
   reused?(): Error;
   /**
-   * Takes note of the response's headers before the handler runs, and
-   * returns what puts them back: claimed at commit, a handler that ran may
-   * lose to the winner, and then nothing it set on the response is sent.
+   * Puts back the response's status and headers as the handler found them:
+   * claimed at commit, a handler that ran may lose to the winner, and then
+   * nothing it set on the response is sent.
    */
-  snapshotResponse?(): () => void;
+  restoreResponse?(): void;
 }
 
 /** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
@@ -102,7 +103,7 @@ export class OneTransactionFlow {
       const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
       if (held) return { steps, settled: held };
       if (row.took_over) steps.tookOver = 'expired';
-      const handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, false);
+      const handled = await this.runHandler(transaction, runner, id, terms, next, steps, false);
       const commitStarted = performance.now();
       await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))).finally(() => {
         steps.timeline.commit = { start: commitStarted, end: performance.now() };
@@ -116,23 +117,21 @@ export class OneTransactionFlow {
 
   private async claimAtCommit(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     let transaction: ClaimTransaction | undefined;
-    let restoreHeaders: (() => void) | undefined;
     try {
       transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
-      restoreHeaders = terms.snapshotResponse?.();
       let handled: Handled;
       try {
-        handled = await this.runHandler(transaction, runner.manager, id, terms, next, steps, true);
+        handled = await this.runHandler(transaction, runner, id, terms, next, steps, true);
       } catch (error) {
         await transaction.rollback();
         const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
-        if ('settled' in ending) restoreHeaders?.();
+        if ('settled' in ending) terms.restoreResponse?.();
         return { steps, ...ending };
       }
       const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
       const committed = await this.commitRecord(transaction, id, terms, steps, record);
       if (!committed) {
-        restoreHeaders?.();
+        terms.restoreResponse?.();
         return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
       }
       const [row] = committed.rows;
@@ -140,7 +139,7 @@ export class OneTransactionFlow {
       return { steps, settled: executed(handled, row) };
     } catch (error) {
       await transaction?.rollback();
-      restoreHeaders?.();
+      terms.restoreResponse?.();
       return { steps, error };
     }
   }
@@ -178,20 +177,23 @@ export class OneTransactionFlow {
   /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
   private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
     const { text, values } = IdempotencyStatements.readRecord(id);
-    const [holder]: LiveRecordRow[] = await runner.query(text, values);
+    const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
     return this.replayOf(holder, id, fingerprint, terms);
   }
 
   /**
    * A handler that failed with no claim in front of it may have lost to a
-   * duplicate: on the winner's rows (a unique violation, a deadlock, a lock
-   * wait that timed out) or just alongside it. The claim, in a transaction
-   * of its own and rolled back, waits for an owner in flight like a claim
-   * first would: a key held by a live record replays it, whatever this
-   * request's own failure was; a free key, or a claim that cannot run (the
-   * connection lost), answers that failure; an owner still in flight, 409.
+   * duplicate: on the winner's rows (a unique violation, a deadlock) or just
+   * alongside it. The claim, in a transaction of its own and rolled back,
+   * waits for an owner in flight like a claim first would: a key held by a
+   * live record replays it, whatever this request's own failure was; a free
+   * key, or a claim that cannot run (the connection lost), answers that
+   * failure; an owner still in flight, 409. A handler that would not wait on
+   * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, as
+   * without the module: the claim would wait on the winner for it.
    */
   private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+    if (isLockTimeout(failure)) return { error: failure };
     const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
     let probe: Awaited<ReturnType<typeof ClaimTransaction.begin<ClaimRow>>>;
     try {
@@ -277,7 +279,7 @@ export class OneTransactionFlow {
    */
   private async runHandler(
     transaction: ClaimTransaction,
-    manager: EntityManager,
+    runner: QueryRunner,
     id: RecordId,
     terms: OneTransactionTerms,
     next: CallHandler,
@@ -286,8 +288,11 @@ export class OneTransactionFlow {
   ): Promise<Handled> {
     const started = performance.now();
     try {
+      const joined = RequestTransaction.install(runner, transaction);
+      const { manager } = runner;
+      // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
+      const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
       // next.handle() binds the async context, so it is called inside run().
-      const send = async <Row>(statement: PreparedStatement) => (await transaction.query<Row>(statement)).rows;
       const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
       const result = await CurrentOperation.run(id, work, { recordAtCommit, transaction: { manager, send } });
       return { outcome: terms.capture(result), result };

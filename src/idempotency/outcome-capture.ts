@@ -3,6 +3,7 @@ import type { AbstractHttpAdapter } from '@nestjs/core';
 import { STATUS_CODES } from 'node:http';
 import { type ProblemDetails, UnstorableResponseException } from './idempotency.exceptions.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
+import { ResponseGuard } from './response-guard.js';
 
 const JSON_CONTENT = 'application/json; charset=utf-8';
 const PROBLEM_CONTENT = 'application/problem+json';
@@ -10,12 +11,17 @@ const PROBLEM_CONTENT = 'application/problem+json';
 const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
 
 /**
- * Turns what a handler returned into the outcome to record. The module sends
- * exactly this text, so the first response and every replay are the same bytes.
+ * Turns what a handler returned into the outcome to record, with the status
+ * the response carries: the route's (`@HttpCode()`, else Nest's default for
+ * the method), or what the handler set through `@Res({ passthrough: true })`.
+ * The module sends exactly this text, so the first response and every replay
+ * are the same bytes.
  */
 export function captureSuccess(result: unknown, route: { successStatus: number; replayHeaders: readonly string[] }, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
-  if (adapter.isHeadersSent(response)) throw new UnstorableResponseException('a response it wrote itself');
-  return successOutcome(route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
+  const written = ResponseGuard.of(response)?.written ?? (adapter.isHeadersSent(response) ? 'the response' : undefined);
+  if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`);
+  const status = (response as { statusCode?: unknown }).statusCode;
+  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
 }
 
 /**

@@ -45,17 +45,33 @@ export function fieldsJsonOf(fields: unknown): string | undefined {
   }
 }
 
+/** A body the module read itself (see request-body.ts): fingerprinted in place of `request.body`. */
+export interface ReadBody {
+  body: unknown;
+}
+
 /** Builds the function that extracts the fingerprinted fields of a request. */
-export function fingerprintFieldsOf(spec: FingerprintFields | undefined): (request: any) => unknown {
+export function fingerprintFieldsOf(spec: FingerprintFields | undefined): (request: any, read?: ReadBody) => unknown {
   if (typeof spec === 'function') return spec;
+  const sourceOf = (request: FingerprintSource, read: ReadBody | undefined): FingerprintSource => (read ? { params: request.params, query: request.query, body: read.body } : request);
   const defaults = (request: FingerprintSource) => ({ params: request.params, query: request.query, body: request.body });
-  if (spec === undefined) return defaults;
+  if (spec === undefined) return (request, read) => defaults(sourceOf(request, read));
   if (isExclusion(spec)) {
     const paths = spec.exclude.map(splitPath);
-    return (request: FingerprintSource) => paths.reduce(withoutPath, defaults(request) as unknown);
+    return (request, read) => paths.reduce(withoutPath, defaults(sourceOf(request, read)) as unknown);
   }
   const paths = spec.map(splitPath);
-  return (request: FingerprintSource) => Object.fromEntries(paths.map((path) => [path.join('.'), valueAt(request, path)]));
+  return (request, read) => {
+    const source = sourceOf(request, read);
+    return Object.fromEntries(paths.map((path) => [path.join('.'), valueAt(source, path)]));
+  };
+}
+
+/** Whether the fields a spec picks include the body: only then does an unread body need reading. A function's are its own. */
+export function readsBody(spec: FingerprintFields | undefined): boolean {
+  if (spec === undefined) return true;
+  if (typeof spec === 'function') return false;
+  return isExclusion(spec) || spec.some((path) => path === 'body' || path.startsWith('body.'));
 }
 
 function isExclusion(spec: readonly string[] | { exclude: readonly string[] }): spec is { exclude: readonly string[] } {

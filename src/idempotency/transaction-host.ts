@@ -2,22 +2,9 @@ import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nest
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
+import { TransactionClosedError } from './idempotency.exceptions.js';
+import { RequestTransaction } from './request-transaction.js';
 import { joinTransactions } from './transaction-join.js';
-
-/**
- * A write made in the async context of a transaction that has already ended,
- * such as work an idempotent handler started without awaiting it. It would
- * commit on its own, apart from the recorded outcome, so it is refused.
- */
-export class TransactionClosedError extends Error {
-  constructor() {
-    super(
-      'This database call runs in the context of an idempotent request whose transaction has already ended ' +
-        '(work the handler did not await?). Await it inside the handler, or run it in TransactionHost.outside() to commit it on its own.',
-    );
-    this.name = 'TransactionClosedError';
-  }
-}
 
 /**
  * The EntityManager of the transaction an idempotent request runs in.
@@ -29,7 +16,13 @@ export class TransactionClosedError extends Error {
  * injected EntityManager, `dataSource.manager`, `dataSource.getRepository()`,
  * `dataSource.query()`, `dataSource.createQueryBuilder()`, and
  * `dataSource.transaction()` (a savepoint), all on the DataSource the module
- * serves.
+ * serves. Each of them behaves as a transaction of its own would: see
+ * `RequestTransaction`.
+ *
+ * Everything started inside a request inherits its context, timers too (an
+ * `AsyncLocalStorage`): work that runs while the request's transaction is
+ * open joins it; work that runs after it ended runs on its own, as without
+ * the module. Start background work that must never join with `outside()`.
  *
  * @example
  * constructor(private readonly tx: TransactionHost) {}
@@ -42,11 +35,15 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
 
   constructor(private readonly served: IdempotencyDataSource) {}
 
+  /** The current transaction's manager; throws `TransactionClosedError` when called from work that outlived it. */
   get manager(): EntityManager {
-    return this.storage.getStore() ?? this.served.dataSource.manager;
+    const manager = this.storage.getStore();
+    if (!manager) return this.served.dataSource.manager;
+    if (manager.queryRunner && !isOpen(manager.queryRunner)) throw new TransactionClosedError();
+    return manager;
   }
 
-  /** Whether the caller runs inside an idempotent request's transaction. */
+  /** Whether the caller runs inside an idempotent request's transaction (or runs work that outlived it). */
   get isTransactional(): boolean {
     return this.storage.getStore() !== undefined;
   }
@@ -60,7 +57,12 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * Runs `work`, and everything it starts, outside the current transaction:
    * its writes commit on their own, whatever path they take, even if the
    * request rolls back (an audit entry of the attempt, say). The module's
-   * own statements on the pool run so.
+   * own statements on the pool run so. Start timers and background loops
+   * with it when they may first be started inside a request.
+   *
+   * @example
+   * // A buffered writer whose flush timer may start during an idempotent request:
+   * this.timer ??= this.tx.outside(() => setInterval(() => this.flush(), 1000));
    */
   outside<T>(work: () => T): T {
     return this.storage.exit(work);
@@ -78,14 +80,17 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
     this.unjoin = undefined;
   }
 
-  /** The open transaction of the caller on `dataSource`; none outside one, so that everything runs as without the module. */
+  /** The open transaction of the caller on `dataSource`; none outside one or once it ended, so that everything runs as without the module. */
   private joinable(dataSource: DataSource): QueryRunner | undefined {
     const manager = this.storage.getStore();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
     if (!manager || manager === dataSource.manager || manager.dataSource !== dataSource) return undefined;
     const runner = manager.queryRunner;
-    if (!runner) return undefined;
-    if (runner.isReleased || !runner.isTransactionActive) throw new TransactionClosedError();
-    return runner;
+    return runner && isOpen(runner) ? runner : undefined;
   }
+}
+
+/** Whether a transaction runs on `runner`: the request's until its flow sends COMMIT or ROLLBACK, a user's until TypeORM ends it. */
+function isOpen(runner: QueryRunner): boolean {
+  return RequestTransaction.of(runner)?.isOpen ?? (!runner.isReleased && runner.isTransactionActive);
 }

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { ATOMIC_METHODS } from './request-transaction.js';
 
 /** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
 type JoinableTransaction = () => QueryRunner | undefined;
@@ -31,7 +32,10 @@ const joins = new WeakMap<DataSource, Join>();
  * `extend()`), `dataSource.manager`, and `dataSource.transaction()`, which
  * on a runner already in a transaction opens a savepoint. `dataSource.query()`
  * and `dataSource.createQueryBuilder()` take a QueryRunner argument instead,
- * so they get the caller's when given none. `getRepository()` keeps building
+ * so they get the caller's when given none. `save()`, `remove()`,
+ * `softRemove()`, `recover()` and `transaction()` go to the caller's runner's
+ * own manager, where a request's transaction makes each one a unit of its
+ * own (`RequestTransaction`). `getRepository()` keeps building
  * its cached repositories without one, or a repository first asked for
  * inside a request would stay bound to that request's connection.
  *
@@ -86,6 +90,15 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     };
   const undo = [
     override(manager, 'queryRunner', { get: () => (buildingRepository ? undefined : current()) }),
+    // The caller's runner's own manager: on a request's runner, each of these is a unit of its own (see RequestTransaction).
+    ...ATOMIC_METHODS.map((name) =>
+      wrap(manager, name, (method) =>
+        function (this: EntityManager, ...args: unknown[]) {
+          const runner = current();
+          return runner ? (runner.manager[name] as Method)(...args) : method.apply(this, args);
+        },
+      ),
+    ),
     wrap(manager, 'getRepository', unbound),
     wrap(manager, 'getTreeRepository', unbound),
     wrap(dataSource, 'query', (query) =>

@@ -152,12 +152,22 @@ export function writePathsApp(connection?: string): WritePathsApp {
       throw new Error('failed after writing outside the transaction');
     }
 
-    /** Starts a write it does not await: it runs once the transaction has ended. */
+    /** Starts a write through a repository it does not await: it runs once the transaction has ended. */
     @Post('late')
     @Idempotent()
     late(@Body() body: NoteBody) {
       void sleep(50)
         .then(() => this.writer.write('injected-repository', body.label))
+        .catch((error: unknown) => this.writer.lateFailures.push(error));
+      return { label: body.label };
+    }
+
+    /** Starts a write through TransactionHost.manager it does not await: the request's transaction has ended by then. */
+    @Post('late-host')
+    @Idempotent()
+    lateHost(@Body() body: NoteBody) {
+      void sleep(50)
+        .then(() => this.writer.write('transaction-host', body.label))
         .catch((error: unknown) => this.writer.lateFailures.push(error));
       return { label: body.label };
     }

@@ -129,6 +129,15 @@ export class PgClientDriver implements TransactionDriver {
     await this.query('ROLLBACK').catch(() => undefined);
   }
 
+  get pipelined(): boolean {
+    return Boolean(this.client.pipeline);
+  }
+
+  /** Into the socket at once; on a pipelined connection still corked by `open()`, it leaves with what is corked. */
+  enqueue(sql: string): Promise<unknown> {
+    return this.client.query(sql);
+  }
+
   /**
    * On a pipelined connection, issues the statements without awaiting in
    * between, with the socket corked: one write and one round trip. Otherwise

@@ -43,6 +43,14 @@ export interface TransactionDriver {
   commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>>;
   /** Rolls back; a broken connection is left for the pool to discard. */
   rollback(): Promise<void>;
+  /** Whether statements sent one after another go out without waiting for each other's answers. */
+  readonly pipelined: boolean;
+  /**
+   * Sends SQL without parameters (several statements, where not pipelined)
+   * on the connection now, ahead of anything sent after it, bypassing the
+   * wrappers the request's transaction puts on the QueryRunner.
+   */
+  enqueue(sql: string): Promise<unknown>;
 }
 
 /** Runs `statements` one after another, each settling whatever the one before did. */

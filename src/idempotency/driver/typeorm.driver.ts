@@ -1,5 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
+import { RequestTransaction } from '../request-transaction.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 /**
@@ -11,10 +12,12 @@ import { settleInTurn, type StatementResult, throwFirstFailure, type Transaction
  * take a round trip each, the outcome (claimed first) and COMMIT another each.
  */
 export class TypeOrmDriver implements TransactionDriver {
+  readonly pipelined = false;
+
   constructor(private readonly runner: QueryRunner) {}
 
   async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    await this.runner.startTransaction('READ COMMITTED');
+    await this.own(() => this.runner.startTransaction('READ COMMITTED'));
     return settleInTurn(statements, (statement) => this.query<Row>(statement));
   }
 
@@ -25,7 +28,7 @@ export class TypeOrmDriver implements TransactionDriver {
   async query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
     const { text, values } = typeof statement === 'string' ? { text: statement, values: undefined } : statement;
     // The structured result: without it, TypeORM answers an UPDATE with [rows, count] rather than rows.
-    const result = await this.runner.query(text, values, true);
+    const result = await this.own(() => this.runner.query(text, values, true));
     return { rows: result.records as Row[] };
   }
 
@@ -37,11 +40,20 @@ export class TypeOrmDriver implements TransactionDriver {
       await this.rollback();
       throw error;
     }
-    await this.runner.commitTransaction();
+    await this.own(() => this.runner.commitTransaction());
     return result;
   }
 
   async rollback(): Promise<void> {
-    await this.runner.rollbackTransaction().catch(() => undefined);
+    await this.own(() => this.runner.rollbackTransaction()).catch(() => undefined);
+  }
+
+  enqueue(sql: string): Promise<unknown> {
+    return this.own(() => this.runner.query(sql));
+  }
+
+  /** The module's own statements pass the request's wrappers of the runner, closed or not. */
+  private own<T>(work: () => Promise<T>): Promise<T> {
+    return RequestTransaction.ownStatements(this.runner, work);
   }
 }

@@ -64,6 +64,7 @@ export class IdempotentMutations {
       scopeOf: (call) => route.scopeOf((call as GraphqlCall).request),
       fingerprintFieldsOf: (call) => fieldsOf(argumentsOf(call as GraphqlCall)),
       fieldsAreData: typeof options.fingerprint !== 'function',
+      readsBody: false,
     };
   }
 }

@@ -20,6 +20,9 @@ export interface PreparedStatement extends Statement {
   name: string;
 }
 
+/** The text in the error of a claim at commit that found the key held: no failure of the handler's own carries it. */
+export const KEY_HELD_AT_COMMIT = 'idempotency-key-held-at-commit';
+
 /** The columns of `RecordRow`. */
 export const RECORD_COLUMNS = 'fingerprint, status, response_status, response_headers, response_body, expires_at';
 
@@ -75,9 +78,10 @@ export const IdempotencyStatements = {
    * The claim at commit: the same statement as `claim`, inserting the
    * completed record with its outcome instead of an in-progress one. It is
    * sent with COMMIT, in one write on a pipelined connection, and finds the
-   * key held exactly as the claim would; then it fails (division by zero,
-   * SQLSTATE 22012, on a value only a held key gives), so that COMMIT rolls
-   * back everything the request wrote, and the flow reads the holder.
+   * key held exactly as the claim would; then it fails (a cast of the text
+   * `KEY_HELD_AT_COMMIT`, SQLSTATE 22P02, on a value only a held key gives),
+   * so that COMMIT rolls back everything the request wrote, and the flow
+   * reads the holder.
    */
   recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
     return {
@@ -143,8 +147,9 @@ interface TakenKey {
  * `found`, and so the wait, is over.
  */
 function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
-  // Evaluated per row, never folded at planning: 1 / 1 when this statement took the key, 1 / 0 otherwise.
-  const heldFails = failWhenHeld ? ', 1 / (found.claimed IS TRUE)::int AS taken' : '';
+  // Evaluated per row, never folded at planning (it reads a column): 1 when this statement took the key, else a cast
+  // that fails with a message no statement of the handler's can raise (see isKeyHeldAtCommit).
+  const heldFails = failWhenHeld ? `, CASE WHEN found.claimed IS TRUE THEN 1 ELSE (coalesce(found.claimed, false)::text || ':${KEY_HELD_AT_COMMIT}')::int END AS taken` : '';
   // A statement that fails when the key is held answers only for a key it took: the holder's columns would be null.
   const answered = failWhenHeld ? 'found.took_over, found.expires_at' : 'found.*';
   return `WITH wait AS MATERIALIZED (
