@@ -7,9 +7,9 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 
 /**
  * The demo's tenant rate limit with its Redis out: every request answers at
- * once with its usual status, the tenant counted by the instance alone.
- * Before, each request waited on ioredis's retries and answered 500, or hung
- * where Redis never answered.
+ * once with its usual status, the tenant counted by the instance alone, and
+ * /health reports Redis without failing. Before, each request waited on
+ * ioredis's retries and answered 500, or hung where Redis never answered.
  */
 const LIMIT = 12;
 /** Well above a request's time here, well below the seconds ioredis's retries took. */
@@ -79,5 +79,12 @@ describe.each(outages.filter(([, runs]) => runs))('the demo with a Redis that %s
     const refused = await listOrders();
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('reports Redis in /health as degraded, not down: the instance stays in rotation', async () => {
+    const health = await timed('/health');
+    expect(health.status).toBe(200);
+    expect(health.ms).toBeLessThan(QUICK_MS);
+    expect(JSON.parse(health.body)).toMatchObject({ status: 'degraded', details: { redis: { status: 'degraded', rateLimit: 'per instance' } } });
   });
 });

@@ -38,6 +38,7 @@ export class SharedRateLimitStorage implements ThrottlerStorage, OnModuleInit, O
   private outageLoggedAt = -Infinity;
   /** Whether an outage line awaits its recovery line. */
   private outageReported = false;
+  private lastError?: Error;
 
   constructor(url: string) {
     this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: COMMAND_TIMEOUT_MS, connectTimeout: CONNECT_TIMEOUT_MS });
@@ -69,7 +70,18 @@ export class SharedRateLimitStorage implements ThrottlerStorage, OnModuleInit, O
     return this.local.increment(...hit);
   }
 
+  /** Resolves when Redis answers a PING now; rejects with why not, for /health. */
+  async ping(): Promise<void> {
+    try {
+      await this.redis.ping();
+    } catch (error) {
+      // While disconnected the PING's own error only says that no command is queued.
+      throw this.redis.status === 'ready' ? error : (this.lastError ?? error);
+    }
+  }
+
   private outage(error: Error): void {
+    this.lastError = error;
     const now = performance.now();
     if (now - this.outageLoggedAt < OUTAGE_LOG_INTERVAL_MS) return;
     this.outageLoggedAt = now;
@@ -78,6 +90,7 @@ export class SharedRateLimitStorage implements ThrottlerStorage, OnModuleInit, O
   }
 
   private recovered(): void {
+    this.lastError = undefined;
     this.redisSkippedUntil = 0;
     if (!this.outageReported) return;
     this.outageReported = false;
