@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { IdempotencyEvents, type IdempotencyEvent, OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/index.js';
+import { IdempotencyEvents, type IdempotencyEvent, IdempotencyReaper, OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/index.js';
 import { createHash } from 'node:crypto';
 import type { ClaimMode } from '../src/idempotency/index.js';
 import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
@@ -215,5 +215,23 @@ describe('the outbox', () => {
     expect((await reaping.reap(new Date())).deleted).toBe(0);
     expect((await reaping.reap(new Date(Date.now() + 25 * 3600_000))).deleted).toBe(2);
     expect(await rows()).toEqual([expect.objectContaining({ status: 'pending' })]);
+  });
+
+  it('deletes by the database clock: a process clock an hour ahead keeps events still in retention', async () => {
+    // Only Date moves, and keeps ticking, as on a host whose clock is off; every timer stays real.
+    vi.useFakeTimers({ now: Date.now() + 3_600_000, shouldAdvanceTime: true, toFake: ['Date'] });
+    try {
+      const app = await start(undefined);
+      await seedEvents('skewed', 1, 3);
+      // On the database's clock, against the 24 h retention: two settled half an hour short of it, one half an hour past.
+      await db.query(`UPDATE idempotency_outbox SET status = 'sent', settled_at = now() - interval '23 hours 30 minutes'`);
+      await db.query(`UPDATE idempotency_outbox SET settled_at = now() - interval '24 hours 30 minutes' WHERE seq = (SELECT min(seq) FROM idempotency_outbox)`);
+      const [, ...live] = await rows();
+      await app.app.get(IdempotencyReaper).runPass();
+      expect(await rows()).toEqual(live);
+      expect((await app.app.get(OutboxReaping).reap()).deleted).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

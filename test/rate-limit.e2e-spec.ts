@@ -42,4 +42,10 @@ if (!redisUp) console.log(`skipping the shared rate limit suite: no Redis answer
     }
     expect((await db.query(`SELECT count(*)::int AS orders FROM orders`))[0]).toEqual({ orders: LIMIT });
   });
+
+  it('reports the shared Redis up in /health', async () => {
+    const health = await request(instances[0].url).get('/health');
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ status: 'ok', details: { redis: { status: 'up', rateLimit: 'shared' } } });
+  });
 });

@@ -18,9 +18,14 @@ export interface ReapResult {
   skipped: boolean;
 }
 
-/** Work run after the records in every scheduled pass, within the same time budget: the outbox's cleanup is one. */
+/**
+ * Work run after the records in every scheduled pass, within the same time
+ * budget: the outbox's cleanup is one. It reads time from the database's
+ * clock, as the records' deletion does: no instant is passed in, since the
+ * process's clock may be off.
+ */
 export interface RetentionSweep {
-  sweep(now: Date, timeBudgetMs: number): Promise<unknown>;
+  sweep(timeBudgetMs: number): Promise<unknown>;
 }
 
 /**
@@ -94,7 +99,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
         for (const sweep of this.sweeps) {
           if (this.stopping.signal.aborted) return;
           const budgetMs = Math.max(0, deadline - timeBudgetMs / 2 - Date.now());
-          await sweep.sweep(new Date(), budgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
+          await sweep.sweep(budgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
         }
         if (this.stopping.signal.aborted) return;
         await this.completer

@@ -1,8 +1,8 @@
 import { type DynamicModule, type ExecutionContext, HttpException, HttpStatus, Injectable } from '@nestjs/common';
-import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { ThrottlerGuard, type ThrottlerLimitDetail, ThrottlerModule } from '@nestjs/throttler';
 import type { AuthenticatedRequest } from '../auth/api-key.guard.js';
 import { requestOf } from './request-of.js';
+import { SharedRateLimitStorage } from './shared-rate-limit.storage.js';
 
 const WINDOW_MS = 60_000;
 
@@ -10,7 +10,7 @@ const WINDOW_MS = 60_000;
 export interface TenantRateLimitOptions {
   /** Requests per tenant per minute. */
   limit: number;
-  /** Where instances share their counts; unset, each instance counts in memory on its own. */
+  /** Where instances share their counts; unset, or while it is out, each instance counts in memory on its own. */
   redisUrl?: string;
 }
 
@@ -24,14 +24,14 @@ export interface TenantRateLimitOptions {
  */
 @Injectable()
 export class TenantRateLimitGuard extends ThrottlerGuard {
-  /** Nest's throttler settings for the guard, with the counts in Redis when `redisUrl` is set. */
+  /** Nest's throttler settings for the guard, with the counts in Redis when `redisUrl` is set, failing open to this instance's (see SharedRateLimitStorage). */
   static module({ limit, redisUrl }: TenantRateLimitOptions): DynamicModule {
     return ThrottlerModule.forRootAsync({
       useFactory: () => ({
         throttlers: [{ ttl: WINDOW_MS, limit }],
         // The exception carries Retry-After (see throwThrottlingException), so no response object is needed.
         setHeaders: false,
-        storage: redisUrl ? new ThrottlerStorageRedisService(redisUrl) : undefined,
+        storage: redisUrl ? new SharedRateLimitStorage(redisUrl) : undefined,
       }),
     });
   }

@@ -27,17 +27,21 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   onModuleInit(): void {
-    this.unregister = this.reaper.addSweep({ sweep: (now, budget) => this.reap(now, budget) });
+    this.unregister = this.reaper.addSweep({ sweep: (budget) => this.reap(undefined, budget) });
   }
 
   onModuleDestroy(): void {
     this.unregister?.();
   }
 
-  /** Deletes events settled more than the retention before `now`, within the time budget. */
-  async reap(now: Date = new Date(), timeBudgetMs = this.moduleOptions.reaper.timeBudgetMs): Promise<ReapResult> {
+  /**
+   * Deletes events settled more than the retention before `now`, within the
+   * time budget. Without `now` (as in the reaper's pass), that is the
+   * database's clock, which stamped `settled_at`: a process clock that runs
+   * ahead deletes nothing still in retention.
+   */
+  async reap(now?: Date, timeBudgetMs = this.moduleOptions.reaper.timeBudgetMs): Promise<ReapResult> {
     const retention = this.options.retention ?? this.moduleOptions.retention;
-    const before = new Date(now.getTime() - retention);
     const { batchSize } = this.moduleOptions.reaper;
     const started = Date.now();
     const result: ReapResult = { deleted: 0, batches: 0, elapsedMs: 0, skipped: false };
@@ -45,7 +49,7 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
       const deleted = await this.served.dataSource.transaction(async (manager) => {
         const [{ locked }] = await manager.query(OUTBOX_REAPER_LOCK);
         if (!locked) return undefined;
-        const { text, values } = OutboxStatements.reapBatch(before, batchSize);
+        const { text, values } = OutboxStatements.reapBatch(now, retention, batchSize);
         return (await manager.query(text, values))[0].deleted as number;
       });
       if (deleted === undefined) {

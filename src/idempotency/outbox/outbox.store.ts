@@ -167,20 +167,22 @@ export const OutboxStatements = {
   },
 
   /**
-   * One cleanup batch: settled events (sent or dead) settled before $1, at
-   * most $2, oldest first; a TID scan, as in the records' reaper.
+   * One cleanup batch: settled events (sent or dead) settled more than
+   * `retentionMs` before `now` (absent: the database's clock, as for
+   * `settled_at`), at most `limit`, oldest first; a TID scan, as in the
+   * records' reaper.
    */
-  reapBatch(settledBefore: Date, limit: number): OutboxStatement {
+  reapBatch(now: Date | undefined, retentionMs: number, limit: number): OutboxStatement {
     return {
       text: `WITH gone AS (
                DELETE FROM idempotency_outbox
                 WHERE ctid = ANY (ARRAY(
                   SELECT ctid FROM idempotency_outbox
-                   WHERE status <> 'pending' AND settled_at <= $1
-                   ORDER BY settled_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+                   WHERE status <> 'pending' AND settled_at <= coalesce($1::timestamptz, now()) - $2::float8 * interval '1 millisecond'
+                   ORDER BY settled_at LIMIT $3 FOR UPDATE SKIP LOCKED))
                RETURNING 1)
              SELECT count(*)::int AS deleted FROM gone`,
-      values: [settledBefore, limit],
+      values: [now ?? null, retentionMs, limit],
     };
   },
 
