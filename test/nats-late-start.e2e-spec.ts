@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ACME } from './support/demo.js';
 import { type ChildDemo, type DemoProcess, startDemoProcess, startWorkerProcess } from './support/demo-process.js';
@@ -10,8 +11,9 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
  * once NATS is there, after which the waiting events are delivered. The
  * NATS server is a private one, started after the processes.
  */
-if (!NATS_SERVER_BINARY) console.log('skipping the NATS late start suite: no nats-server on PATH (or NATS_SERVER_BINARY) to start a private one');
-const describeWithBinary = NATS_SERVER_BINARY ? describe : describe.skip;
+const binaryFound = NATS_SERVER_BINARY !== undefined && existsSync(NATS_SERVER_BINARY);
+if (!binaryFound) console.log('skipping the NATS late start suite: no nats-server on PATH (or at NATS_SERVER_BINARY) to start a private one');
+const describeWithBinary = binaryFound ? describe : describe.skip;
 
 /** Lines of one logger context: `[JetStreamPublisher]` (the relay's) or `[JetStreamTransport]` (the consumer's). */
 const linesOf = (child: ChildDemo, context: string) => child.output().split('\n').filter((line) => line.includes(`[${context}]`));
