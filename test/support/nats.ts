@@ -58,6 +58,13 @@ export interface PrivateNats {
 }
 
 export async function startPrivateNats(): Promise<PrivateNats | undefined> {
+  const nats = await reservePrivateNats();
+  await nats?.start();
+  return nats;
+}
+
+/** A private nats-server's port and data folder, not started yet: for apps that start before their broker. */
+export async function reservePrivateNats(): Promise<PrivateNats | undefined> {
   if (!NATS_SERVER_BINARY || !existsSync(NATS_SERVER_BINARY)) return undefined;
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nats-js-'));
@@ -73,6 +80,5 @@ export async function startPrivateNats(): Promise<PrivateNats | undefined> {
     child.kill('SIGTERM');
     await exited;
   };
-  await start();
   return { url, start, stop, dispose: async () => (await stop(), rmSync(dir, { recursive: true, force: true })) };
 }

@@ -4,7 +4,7 @@ import type { OutboxModuleOptions } from '../../idempotency/index.js';
 export interface DeliveryOptions {
   /** NATS with JetStream; without it events stay in the outbox and nothing consumes them. */
   natsUrl?: string;
-  /** The stream, created on start when missing. */
+  /** The stream, created on connecting when missing. */
   stream: string;
   /** Subjects are `${subjectPrefix}.${event type}`, e.g. `demo.order.created`. */
   subjectPrefix: string;

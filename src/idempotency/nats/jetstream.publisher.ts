@@ -1,9 +1,10 @@
 import { Logger } from '@nestjs/common';
 import { JetStreamApiError, jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { connect, headers as natsHeaders, InvalidArgumentError, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
+import { headers as natsHeaders, InvalidArgumentError, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import { OPERATION_ID_HEADER } from '../messaging/idempotent-message.js';
 import { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from '../outbox/outbox-publisher.js';
 import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 /** The header with the event's type. */
 export const EVENT_TYPE_HEADER = 'Event-Type';
@@ -11,7 +12,7 @@ export const EVENT_TYPE_HEADER = 'Event-Type';
 export const SOURCE_KEY_HASH_HEADER = 'Source-Key-Hash';
 
 export interface JetStreamPublisherOptions {
-  /** The stream; created on start when missing. */
+  /** The stream; created on connecting when missing. */
   stream: JetStreamStreamOptions;
   /** The subject of an event. Default `${subjectPrefix}.${type}`, or the type alone without a prefix. */
   subject?: (message: OutboxMessage) => string;
@@ -29,48 +30,61 @@ export interface JetStreamPublisherOptions {
  * the id beyond it.
  *
  * JetStream's own refusals (a message over the stream's size limit, say)
- * count as failed attempts; a lost connection, a timeout or no stream
- * answering count as the broker being unreachable.
+ * count as failed attempts; a lost connection, a timeout, no stream
+ * answering, or no connection made yet count as the broker being
+ * unreachable, so the relay pauses without counting attempts.
  */
 export class JetStreamPublisher implements OutboxPublisher {
   private readonly logger = new Logger('JetStreamPublisher');
-  private readonly client: JetStreamClient;
+  private readonly stopped = new AbortController();
+  private connecting?: RetriedConnection;
+  private established?: { connection: NatsConnection; client: JetStreamClient };
 
   private constructor(
-    /** The NATS connection, for sharing with other clients. */
-    readonly connection: NatsConnection,
     private readonly options: JetStreamPublisherOptions,
     private readonly ownsConnection: boolean,
-  ) {
-    this.client = jetstream(connection);
-  }
+  ) {}
 
-  /** Connects to NATS (it reconnects by itself afterwards) and creates the stream when missing. */
+  /**
+   * Connects to NATS and creates the stream when missing. When no server
+   * answers, it resolves all the same and keeps trying in the background
+   * with backoff (a warning per failed attempt), so an app started before
+   * its broker starts; its events wait in the outbox meanwhile. Once
+   * connected, the NATS client reconnects by itself.
+   */
   static async connect(options: JetStreamPublisherOptions & { servers: string | string[]; connection?: Omit<NodeConnectionOptions, 'servers'> }): Promise<JetStreamPublisher> {
-    const connection = await connect({ name: 'outbox-relay', maxReconnectAttempts: -1, reconnectTimeWait: 500, ...options.connection, servers: options.servers });
-    try {
-      return await JetStreamPublisher.create(connection, options, true);
-    } catch (error) {
-      await connection.close();
-      throw error;
-    }
+    const publisher = new JetStreamPublisher(options, true);
+    publisher.connecting = connectWithRetry({
+      connection: { name: 'outbox-relay', ...options.connection, servers: options.servers },
+      setUp: (connection) => publisher.setUp(connection),
+      logger: publisher.logger,
+      signal: publisher.stopped.signal,
+    });
+    await publisher.connecting.firstAttempt;
+    return publisher;
   }
 
   /** On a connection you manage (closing the publisher leaves it open). */
   static async create(connection: NatsConnection, options: JetStreamPublisherOptions, ownsConnection = false): Promise<JetStreamPublisher> {
-    const publisher = new JetStreamPublisher(connection, options, ownsConnection);
-    if ((await ensureStream(connection, options.stream)) === 'created') publisher.logger.log(`created stream ${options.stream.name} (${options.stream.subjects.join(', ')})`);
+    const publisher = new JetStreamPublisher(options, ownsConnection);
+    await publisher.setUp(connection);
     return publisher;
   }
 
+  /** The NATS connection once established, for sharing with other clients. */
+  get connection(): NatsConnection | undefined {
+    return this.established?.connection;
+  }
+
   async publish(message: OutboxMessage): Promise<void> {
+    if (!this.established) throw new OutboxPublisherUnavailableError('not connected to NATS yet');
     const headers = natsHeaders();
     for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
     headers.set(OPERATION_ID_HEADER, message.id);
     headers.set(EVENT_TYPE_HEADER, message.type);
     if (message.sourceKeyHash) headers.set(SOURCE_KEY_HASH_HEADER, message.sourceKeyHash);
     try {
-      await this.client.publish(this.subjectOf(message), JSON.stringify(message.payload), { msgID: message.id, headers, timeout: this.options.ackTimeoutMs ?? 5000 });
+      await this.established.client.publish(this.subjectOf(message), JSON.stringify(message.payload), { msgID: message.id, headers, timeout: this.options.ackTimeoutMs ?? 5000 });
     } catch (error) {
       if (error instanceof JetStreamApiError || error instanceof InvalidArgumentError) throw error;
       throw new OutboxPublisherUnavailableError(`NATS JetStream did not acknowledge: ${(error as Error).message}`, { cause: error });
@@ -78,7 +92,16 @@ export class JetStreamPublisher implements OutboxPublisher {
   }
 
   async close(): Promise<void> {
-    if (this.ownsConnection && !this.connection.isClosed()) await this.connection.drain().catch(() => this.connection.close());
+    this.stopped.abort();
+    await this.connecting?.ready;
+    const connection = this.established?.connection;
+    if (this.ownsConnection && connection && !connection.isClosed()) await connection.drain().catch(() => connection.close());
+  }
+
+  /** Creates the stream when missing; publishes go out from then on. */
+  private async setUp(connection: NatsConnection): Promise<void> {
+    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name} (${this.options.stream.subjects.join(', ')})`);
+    this.established = { connection, client: jetstream(connection) };
   }
 
   private subjectOf(message: OutboxMessage): string {

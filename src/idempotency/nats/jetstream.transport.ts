@@ -1,17 +1,19 @@
-import { AckPolicy, type ConsumerMessages, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
-import { connect, nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
+import { AckPolicy, type Consumer, type ConsumerMessages, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
+import { nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
+import { Logger } from '@nestjs/common';
 import { type CustomTransportStrategy, Server } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { IdempotentMessageError } from '../messaging/message.errors.js';
 import { JetStreamContext } from './jetstream.context.js';
 import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 export interface JetStreamTransportOptions {
   /** NATS servers, e.g. `nats://127.0.0.1:4222`. */
   servers: string | string[];
   /** Further NATS connection options. */
   connection?: Omit<NodeConnectionOptions, 'servers'>;
-  /** The stream the handlers consume from; created on start when missing. */
+  /** The stream the handlers consume from; created on connecting when missing. */
   stream: JetStreamStreamOptions;
   /**
    * Names this application's durable consumers: one per `@EventPattern()`,
@@ -45,12 +47,19 @@ export interface JetStreamTransportOptions {
  * it is redelivered after a backoff. A message the idempotent flow refuses
  * for good (no key, a key reused with other data) is terminated.
  *
+ * Started while no NATS server answers, it starts all the same and keeps
+ * connecting in the background with backoff (a warning per failed attempt);
+ * the consumers are created and consumed from once it is connected.
+ *
  * @example
  * app.connectMicroservice({ strategy: new JetStreamTransport({ servers, stream: { name: 'EVENTS', subjects: ['events.>'] }, durable: 'fulfilment' }) });
  */
 export class JetStreamTransport extends Server implements CustomTransportStrategy {
   /** Handler errors reach this transport, which decides between redelivery and termination. */
   override readonly propagatesEventHandlerErrors = true;
+  protected override readonly logger = new Logger(JetStreamTransport.name);
+  private readonly stopped = new AbortController();
+  private connecting?: RetriedConnection;
   private connection?: NatsConnection;
   private readonly subscriptions: ConsumerMessages[] = [];
   private readonly loops: Array<Promise<void>> = [];
@@ -59,28 +68,30 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
     super();
   }
 
+  /** Returns once connected and consuming, or once the first attempt failed (it goes on trying then). */
   async listen(callback: (error?: unknown) => void): Promise<void> {
-    try {
-      this.connection = await connect({ name: this.options.durable, maxReconnectAttempts: -1, reconnectTimeWait: 500, ...this.options.connection, servers: this.options.servers });
-      if ((await ensureStream(this.connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name}`);
-      for (const [pattern, handler] of this.messageHandlers) {
-        if (!handler.isEventHandler) {
-          this.logger.warn(`${pattern}: JetStream carries events; @MessagePattern() handlers are not served by this transport`);
-          continue;
-        }
-        this.loops.push((await this.consume(pattern)).loop);
-      }
-      callback();
-    } catch (error) {
-      callback(error);
+    const patterns: string[] = [];
+    for (const [pattern, handler] of this.messageHandlers) {
+      if (handler.isEventHandler) patterns.push(pattern);
+      else this.logger.warn(`${pattern}: JetStream carries events; @MessagePattern() handlers are not served by this transport`);
     }
+    this.connecting = connectWithRetry({
+      connection: { name: this.options.durable, ...this.options.connection, servers: this.options.servers },
+      setUp: (connection) => this.setUp(connection, patterns),
+      logger: this.logger,
+      signal: this.stopped.signal,
+    });
+    await this.connecting.firstAttempt;
+    callback();
   }
 
-  /** Stops pulling, lets messages in flight finish (and be acked), then closes the connection. */
+  /** Stops connecting or pulling, lets messages in flight finish (and be acked), then closes the connection. */
   async close(): Promise<void> {
+    this.stopped.abort();
+    const connection = await this.connecting?.ready;
     for (const subscription of this.subscriptions) void subscription.stop();
     await Promise.allSettled(this.loops);
-    if (this.connection && !this.connection.isClosed()) await this.connection.drain().catch(() => this.connection?.close());
+    if (connection && !connection.isClosed()) await connection.drain().catch(() => connection.close());
   }
 
   on(): never {
@@ -92,9 +103,18 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
     return this.connection as T;
   }
 
-  /** Creates the pattern's durable consumer when missing and starts pulling; `loop` ends once stopped and drained. */
-  private async consume(pattern: string): Promise<{ loop: Promise<void> }> {
-    const connection = this.connection!;
+  /** Creates the stream and each pattern's durable consumer when missing, then starts pulling; idempotent, so a failed attempt just runs again. */
+  private async setUp(connection: NatsConnection, patterns: string[]): Promise<void> {
+    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name}`);
+    const consumers: Array<{ pattern: string; name: string; consumer: Consumer }> = [];
+    for (const pattern of patterns) consumers.push({ pattern, ...(await this.consumerOf(connection, pattern)) });
+    // Only now, with every consumer there: a failed attempt leaves nothing pulling.
+    for (const { pattern, name, consumer } of consumers) this.loops.push((await this.consume(pattern, name, consumer)).loop);
+    this.connection = connection;
+  }
+
+  /** The pattern's durable consumer, created when missing. */
+  private async consumerOf(connection: NatsConnection, pattern: string): Promise<{ name: string; consumer: Consumer }> {
     const name = `${this.options.durable}_${pattern.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     const manager = await jetstreamManager(connection);
     try {
@@ -110,7 +130,11 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
         max_deliver: this.options.maxDeliver ?? 100,
       });
     }
-    const consumer = await jetstream(connection).consumers.get(this.options.stream.name, name);
+    return { name, consumer: await jetstream(connection).consumers.get(this.options.stream.name, name) };
+  }
+
+  /** Starts pulling from the consumer into the handler; `loop` ends once stopped and drained. */
+  private async consume(pattern: string, name: string, consumer: Consumer): Promise<{ loop: Promise<void> }> {
     const concurrency = Math.max(1, this.options.concurrency ?? 1);
     const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2) });
     this.subscriptions.push(messages);
