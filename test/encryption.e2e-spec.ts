@@ -133,6 +133,24 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(replay.headers['content-type']).toBe(first.headers['content-type']);
     });
 
+    it.each([
+      ['in plaintext', () => plain],
+      ['sealed', () => sealing],
+    ])('records a body with the request’s NUL character %s, and replays the same bytes from the table', async (_, app) => {
+      const key = newKey();
+      const label = unique('nul');
+      // As bytes: a Buffer of exactly what was sent.
+      const send = () => post(app(), '/entries/echo', key, { label, note: 'a\u0000b' }).responseType('blob');
+      const first = await send();
+      expect(first.status).toBe(201);
+      expect((first.body as Buffer).toString()).toMatch(/^entry \d+: a\u0000b$/);
+      const replay = await send();
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual(first.body);
+      expect(await entriesLabelled(label)).toBe(1);
+    });
+
     it('seals a recorded storeErrors problem', async () => {
       const key = newKey();
       const label = unique('declined');

@@ -42,6 +42,44 @@ describe('OutcomeCodec', () => {
       expect(codec.decode(ID, columns)).toEqual(outcome);
     });
 
+    describe('a body PostgreSQL’s text cannot hold (a NUL character)', () => {
+      const nul: RecordedOutcome = { status: 201, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'echo: a\u0000b \u0000' };
+
+      it('stores it with no NUL in any column, and reads it back exactly', () => {
+        const columns = stored(codec, nul);
+        expect(columns.response_body).not.toContain('\u0000');
+        expect(JSON.stringify(columns.response_headers)).not.toContain('\\u0000'); // jsonb refuses the escape too
+        expect(codec.decode(ID, columns)).toEqual(nul);
+      });
+
+      it('stores it in the documented form: a JSON string literal, marked by a name no header has', () => {
+        expect(stored(codec, nul)).toEqual({ response_status: 201, response_headers: { ...nul.headers, '(Body)': 'json' }, response_body: JSON.stringify(nul.body) });
+      });
+
+      it.each<[string, Record<string, string>, string | null]>([
+        ['an encoding it does not know', { '(Body)': 'base64' }, '"a"'],
+        ['a body that is not a JSON string literal', { '(Body)': 'json' }, '{"a":1}'],
+        ['a body that is not JSON', { '(Body)': 'json' }, 'a\\u0000'],
+        ['no body', { '(Body)': 'json' }, null],
+      ])('refuses a marked record that does not hold: %s', (_, headers, body) => {
+        expect(failure(codec, { response_status: 200, response_headers: headers, response_body: body })).toBe('malformed');
+      });
+
+      it.each<[string, RecordedOutcome]>([
+        ['only NUL', { status: 200, headers: {}, body: '\u0000' }],
+        ['NUL beside text that is itself JSON', { status: 200, headers: { etag: '"x"' }, body: '"\u0000"' }],
+      ])('reads back %s', (_, outcome) => {
+        expect(codec.decode(ID, stored(codec, outcome))).toEqual(outcome);
+      });
+
+      it.each<[string, OutcomeColumns]>([
+        ['a body that is a JSON string literal', { response_status: 200, response_headers: { 'content-type': 'application/json' }, response_body: '"\\u0000"' }],
+        ['a body with a backslash escape in it', { response_status: 200, response_headers: {}, response_body: 'a\\u0000b' }],
+      ])('reads a record stored before exactly as before: %s', (_, columns) => {
+        expect(codec.decode(ID, columns)).toEqual({ status: columns.response_status, headers: columns.response_headers, body: columns.response_body });
+      });
+    });
+
     it('never replays a sealed record as if its envelope were the body', () => {
       expect(failure(codec, stored(new OutcomeCodec(encrypted()), OUTCOMES[0][1]))).toBe('encryption-off');
     });
@@ -81,12 +119,19 @@ describe('OutcomeCodec', () => {
       expect(failure(codec, { response_status: 201, response_headers: null, response_body: envelope })).toBe('malformed');
     });
 
+    it('seals a body with a NUL character as any other, and reads it back exactly', () => {
+      const nul: RecordedOutcome = { status: 201, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'echo: a\u0000b' };
+      expect(codec.decode(ID, stored(codec, nul))).toEqual(nul);
+    });
+
     it('replays plaintext records with acceptPlaintext, and still seals what it records', () => {
       const migrating = new OutcomeCodec(encrypted(true));
       const plain = stored(new OutcomeCodec(undefined), OUTCOMES[0][1]);
       expect(migrating.decode(ID, plain)).toEqual(OUTCOMES[0][1]);
       expect(stored(migrating, OUTCOMES[0][1]).response_headers).toBeNull();
       expect(migrating.decode(ID, stored(codec, OUTCOMES[0][1]))).toEqual(OUTCOMES[0][1]);
+      const nul: RecordedOutcome = { status: 200, headers: {}, body: 'a\u0000b' };
+      expect(migrating.decode(ID, stored(new OutcomeCodec(undefined), nul))).toEqual(nul);
     });
   });
 });

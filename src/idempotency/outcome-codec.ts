@@ -14,12 +14,25 @@ const NO_BODY = 0;
 const TEXT_BODY = 1;
 
 /**
+ * Marks a plaintext record whose body column holds the body as a JSON string
+ * literal (exact for any string, and still readable in the table): the body
+ * has a NUL character, which PostgreSQL's text cannot hold.
+ * No recorded header has this name: recorded names are lower-case, and
+ * parentheses are not HTTP token characters. Node refuses it as a header
+ * name, so a release that predates the marker answers such a record 500
+ * rather than replay the literal.
+ */
+const BODY_ENCODING = '(Body)';
+const JSON_STRING = 'json';
+
+/**
  * How an outcome is stored in `response_headers` and `response_body`, and
  * read back: the one place that knows.
  *
  * - Without `encryption`: the headers as JSON, the body as the exact text
- *   sent. A sealed record (headers NULL) cannot be read and is never
- *   replayed: it answers 500.
+ *   sent; a body with a NUL character as a JSON string literal, marked in
+ *   the headers (`BODY_ENCODING`). A sealed record (headers NULL) cannot be
+ *   read and is never replayed: it answers 500.
  * - With `encryption`: headers and body sealed together in one envelope
  *   (`OutcomeEncryption`) in `response_body`, `response_headers` NULL. A
  *   plaintext record answers 500 unless `acceptPlaintext`.
@@ -38,8 +51,8 @@ export class OutcomeCodec implements OutcomeDecoder {
   }
 
   encode(id: RecordId, outcome: RecordedOutcome): EncodedOutcome {
+    if (!this.encryption) return plaintextColumns(outcome);
     const headers = JSON.stringify(outcome.headers);
-    if (!this.encryption) return { status: outcome.status, headers, body: outcome.body } as EncodedOutcome;
     const sealed = this.encryption.seal({ id, status: outcome.status }, payloadOf(headers, outcome.body));
     return { status: outcome.status, headers: null, body: sealed } as EncodedOutcome;
   }
@@ -49,7 +62,7 @@ export class OutcomeCodec implements OutcomeDecoder {
     const status = columns.response_status;
     if (columns.response_headers !== null) {
       if (!this.acceptPlaintext) throw new IdempotencyRecordUndecryptableException('plaintext-refused');
-      return { status, headers: columns.response_headers, body: columns.response_body };
+      return plaintextOutcome(status, columns.response_headers, columns.response_body);
     }
     if (!this.encryption) throw new IdempotencyRecordUndecryptableException('encryption-off');
     if (columns.response_body === null) throw new IdempotencyRecordUndecryptableException('malformed');
@@ -61,6 +74,31 @@ export class OutcomeCodec implements OutcomeDecoder {
       throw error;
     }
     return { status, ...outcomeOf(payload) };
+  }
+}
+
+/** The body as sent; one with a NUL character as a JSON string literal, marked. */
+function plaintextColumns({ status, headers, body }: RecordedOutcome): EncodedOutcome {
+  if (body === null || !body.includes('\u0000')) return { status, headers: JSON.stringify(headers), body } as EncodedOutcome;
+  return { status, headers: JSON.stringify({ ...headers, [BODY_ENCODING]: JSON_STRING }), body: JSON.stringify(body) } as EncodedOutcome;
+}
+
+/** The outcome of plaintext columns: a marked body read back from its literal, any other as stored. */
+function plaintextOutcome(status: number, headers: Record<string, string>, body: string | null): RecordedOutcome {
+  if (!Object.hasOwn(headers, BODY_ENCODING)) return { status, headers, body };
+  const { [BODY_ENCODING]: encoding, ...sent } = headers;
+  const text = encoding === JSON_STRING && body !== null ? stringLiteral(body) : undefined;
+  if (text === undefined) throw new IdempotencyRecordUndecryptableException('malformed');
+  return { status, headers: sent, body: text };
+}
+
+/** The string a JSON string literal spells; undefined for any other text. */
+function stringLiteral(text: string): string | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'string' ? value : undefined;
+  } catch {
+    return undefined;
   }
 }
 
