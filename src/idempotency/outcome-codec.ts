@@ -1,5 +1,5 @@
 import { IdempotencyRecordUndecryptableException } from './idempotency.exceptions.js';
-import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, RecordId } from './records/stored-record.js';
+import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, OutcomeRecord, RecordId } from './records/stored-record.js';
 import { type MasterKey, OutcomeEncryption, UnsealError } from './outcome-encryption.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
@@ -39,7 +39,8 @@ const JSON_STRING = 'json';
  *
  * Sealed payload: a byte (0 no body, 1 text), the headers' JSON length as
  * 4 bytes big-endian, the headers' JSON, then the body's UTF-8 bytes. The
- * status stays in its column, bound to the envelope as authenticated data.
+ * status, fingerprint and expiry stay in their columns, bound to the envelope
+ * as authenticated data: the expiry only where `encode` is given it.
  */
 export class OutcomeCodec implements OutcomeDecoder {
   private readonly encryption: OutcomeEncryption | undefined;
@@ -50,10 +51,12 @@ export class OutcomeCodec implements OutcomeDecoder {
     this.acceptPlaintext = options?.acceptPlaintext ?? true;
   }
 
-  encode(id: RecordId, outcome: RecordedOutcome): EncodedOutcome {
+  /** The columns of `outcome`, recorded in `record`; sealed under `encryption`, bound to the record. */
+  encode(record: OutcomeRecord, outcome: RecordedOutcome): EncodedOutcome {
     if (!this.encryption) return plaintextColumns(outcome);
     const headers = JSON.stringify(outcome.headers);
-    const sealed = this.encryption.seal({ id, status: outcome.status }, payloadOf(headers, outcome.body));
+    const context = { id: record.id, status: outcome.status, fingerprint: record.fingerprint, expiresAt: record.expiresAt };
+    const sealed = this.encryption.seal(context, payloadOf(headers, outcome.body));
     return { status: outcome.status, headers: null, body: sealed } as EncodedOutcome;
   }
 
@@ -68,7 +71,7 @@ export class OutcomeCodec implements OutcomeDecoder {
     if (columns.response_body === null) throw new IdempotencyRecordUndecryptableException('malformed');
     let payload: Buffer;
     try {
-      payload = this.encryption.open({ id, status }, columns.response_body);
+      payload = this.encryption.open({ id, status, fingerprint: columns.fingerprint, expiresAt: columns.expires_at }, columns.response_body);
     } catch (error) {
       if (error instanceof UnsealError) throw new IdempotencyRecordUndecryptableException(error.reason);
       throw error;
