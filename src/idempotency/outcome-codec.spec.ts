@@ -1,7 +1,8 @@
 import { IdempotencyRecordUndecryptableException, type RecordUndecryptableReason } from './idempotency.exceptions.js';
 import type { OutcomeColumns, OutcomeRecord, RecordId } from './records/stored-record.js';
 import { OutcomeCodec, type ResolvedEncryptionOptions } from './outcome-codec.js';
-import { masterKeys, OutcomeEncryption } from './outcome-encryption.js';
+import { masterKeys } from './encryption-keys.js';
+import { OutcomeEncryption } from './outcome-encryption.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 const ID: RecordId = { scope: 'tenant:acme', operation: 'POST /orders', key: 'order-1' };

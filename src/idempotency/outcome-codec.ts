@@ -1,6 +1,7 @@
 import { IdempotencyRecordUndecryptableException } from './idempotency.exceptions.js';
 import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, OutcomeRecord, RecordId } from './records/stored-record.js';
-import { type MasterKey, OutcomeEncryption, UnsealError } from './outcome-encryption.js';
+import type { MasterKey } from './encryption-keys.js';
+import { OutcomeEncryption, UnsealError } from './outcome-encryption.js';
 import type { RecordedOutcome } from './recorded-outcome.js';
 
 /** The `encryption` option with its default applied and its keys validated. */

@@ -1,23 +1,7 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
-import { IdempotencyConfigurationError, type RecordUndecryptableReason } from './idempotency.exceptions.js';
+import { createCipheriv, createDecipheriv, createHash, createHmac, type KeyObject, randomBytes } from 'node:crypto';
+import type { MasterKey } from './encryption-keys.js';
+import type { RecordUndecryptableReason } from './idempotency.exceptions.js';
 import type { RecordId } from './records/stored-record.js';
-
-/** A master key as the module options take it: 32 bytes, as a Buffer or a base64 (or base64url) string. */
-export interface EncryptionKey {
-  /** Names the key in every record it seals: 1 to 64 letters, digits, `_` or `-`. */
-  id: string;
-  key: Uint8Array | string;
-}
-
-/**
- * A validated master key, kept as its HKDF pseudorandom key (the extract
- * step, which depends on the master key alone): record keys are expanded
- * from it. A KeyObject, which never prints.
- */
-export interface MasterKey {
-  id: string;
-  prk: KeyObject;
-}
 
 /** What a sealed outcome is bound to: opening it anywhere else fails. */
 export interface SealContext {
@@ -36,6 +20,7 @@ export interface SealContext {
 /** Why an envelope did not open. */
 export type UnsealFailure = Exclude<RecordUndecryptableReason, 'plaintext-refused' | 'encryption-off'>;
 
+/** An envelope that did not open, and why (`reason`). */
 export class UnsealError extends Error {
   constructor(
     readonly reason: UnsealFailure,
@@ -48,12 +33,8 @@ export class UnsealError extends Error {
 
 /** The version new records are sealed with; v1 envelopes, which bind neither fingerprint nor expiry, still open. */
 const ENVELOPE_VERSION = 'v2';
-const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-/** Standard or URL-safe base64, padded or not (one alphabet at a time). */
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$|^[A-Za-z0-9_-]*={0,2}$/;
 /** `v2.<key id>.<bound>.<iv>.<ciphertext and tag>`, the last two in unpadded base64url. */
 const V2_ENVELOPE = /^v2\.([A-Za-z0-9_-]{1,64})\.(fe?)\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{22,})$/;
 /** `v1.<key id>.<iv>.<ciphertext and tag>`. */
@@ -66,8 +47,7 @@ const V1_ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-
  * changed to drop the expiry.
  */
 type Bound = 'f' | 'fe';
-/** The HKDF salt: fixed, so that the per-record key is a function of the master key and the record alone. */
-const HKDF_SALT = Buffer.from('nest-idempotency/outcome-key/v1');
+/** HKDF-Expand's info: this label, then the SHA-256 of the record's identity. */
 const HKDF_INFO_LABEL = Buffer.from('record:');
 /** HKDF-Expand's block counter: one SHA-256 block is the whole 32-byte key. */
 const FIRST_BLOCK = Buffer.from([1]);
@@ -135,47 +115,6 @@ export class OutcomeEncryption {
       throw new UnsealError('authentication-failed', 'the tag does not verify: tampered, sealed for another record, or under another key with this id');
     }
   }
-}
-
-/**
- * Validates the `encryption.keys` option, in order: the first seals. Throws
- * an IdempotencyConfigurationError that says what is wrong with which key.
- */
-export function masterKeys(keys: readonly EncryptionKey[] | undefined): MasterKey[] {
-  if (!Array.isArray(keys) || keys.length === 0) {
-    throw new IdempotencyConfigurationError('encryption.keys must list at least one key: { id, key }, the key 32 bytes as a Buffer or a base64 string.');
-  }
-  const seen = new Set<string>();
-  return keys.map(({ id, key }, index) => {
-    const where = `encryption.keys[${index}]`;
-    if (typeof id !== 'string' || !KEY_ID.test(id)) {
-      throw new IdempotencyConfigurationError(`${where}: the id must be 1 to 64 letters, digits, "_" or "-" (it is written into every record the key seals), got ${JSON.stringify(id)}.`);
-    }
-    if (seen.has(id)) throw new IdempotencyConfigurationError(`${where}: the id "${id}" is listed twice; every key needs an id of its own.`);
-    seen.add(id);
-    return { id, prk: extract(keyBytes(key, `${where} ("${id}")`)) };
-  });
-}
-
-function keyBytes(key: Uint8Array | string, where: string): Buffer {
-  if (typeof key === 'string') {
-    const text = key.trim();
-    if (!BASE64.test(text)) throw new IdempotencyConfigurationError(`${where}: a string key must be base64 or base64url; decode other encodings yourself, e.g. Buffer.from(hex, 'hex').`);
-    const bytes = Buffer.from(text, 'base64'); // Node's base64 decoder reads the URL-safe alphabet too
-    if (bytes.length !== KEY_BYTES) {
-      const hint = /^[0-9a-fA-F]{64}$/.test(text) ? ` It looks like hex: pass Buffer.from(key, 'hex').` : ' Generate one with `openssl rand -base64 32`.';
-      throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes; this base64 string decodes to ${bytes.length}.${hint}`);
-    }
-    return bytes;
-  }
-  if (!(key instanceof Uint8Array)) throw new IdempotencyConfigurationError(`${where}: the key must be a Buffer or a base64 string.`);
-  if (key.length !== KEY_BYTES) throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes, got ${key.length}.`);
-  return Buffer.from(key);
-}
-
-/** HKDF-Extract: PRK = HMAC-SHA-256(salt, master key). Nothing keeps the master key's own bytes. */
-function extract(master: Buffer): KeyObject {
-  return createSecretKey(createHmac('sha256', HKDF_SALT).update(master).digest());
 }
 
 /**
