@@ -105,7 +105,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
     await settled();
     const row = await rowOf('op-sealed');
     expect(row.response_headers).toBeNull();
-    expect(row.response_body).toMatch(/^v1\.m1\./);
+    expect(row.response_body).toMatch(/^v2\.m1\./);
     expect(row.response_body).not.toContain('voucher-gift');
 
     await publish('gift', 'op-sealed');

@@ -23,6 +23,13 @@ class LocatedController {
     response.header('ETag', `"etag-${body.label}"`);
     return { label: body.label, secret: `card-${body.label}` };
   }
+
+  /** Claimed first: the claim dates the record before the handler runs, so the outcome is sealed with its expiry. */
+  @Post('claimed-first')
+  @Idempotent({ claim: 'first' })
+  claimedFirst(@Body() body: { label: string }) {
+    return { label: body.label };
+  }
 }
 
 @Module({ controllers: [LocatedController] })
@@ -31,7 +38,7 @@ class LocatedModule {}
 const OLD = { id: 'k2024', key: randomBytes(32) };
 const NEW = { id: 'k2025', key: randomBytes(32).toString('base64') };
 const UNDECRYPTABLE = 'urn:nest-idempotency:problem:record-undecryptable';
-const ENVELOPE = /^v1\.(k2024|k2025)\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/;
+const ENVELOPE = /^v2\.(k2024|k2025)\.fe?\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/;
 
 interface StoredRow {
   status: string;
@@ -107,7 +114,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(row.response_headers).toBeNull();
       expect(row.response_status).toBe(201);
       expect(row.response_body).toMatch(ENVELOPE);
-      expect(row.response_body).toMatch(/^v1\.k2024\./);
+      expect(row.response_body).toMatch(/^v2\.k2024\./);
       for (const value of [label, `card-${label}`, `/things/${label}`, `"etag-${label}"`, 'application/json', 'location']) expect(row.response_body).not.toContain(value);
 
       const replay = await post(sealing, '/located', key, { label });
@@ -131,6 +138,24 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(first.text);
       expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    });
+
+    it.each([
+      ['in plaintext', () => plain],
+      ['sealed', () => sealing],
+    ])('records a body with the request’s NUL character %s, and replays the same bytes from the table', async (_, app) => {
+      const key = newKey();
+      const label = unique('nul');
+      // As bytes: a Buffer of exactly what was sent.
+      const send = () => post(app(), '/entries/echo', key, { label, note: 'a\u0000b' }).responseType('blob');
+      const first = await send();
+      expect(first.status).toBe(201);
+      expect((first.body as Buffer).toString()).toMatch(/^entry \d+: a\u0000b$/);
+      const replay = await send();
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual(first.body);
+      expect(await entriesLabelled(label)).toBe(1);
     });
 
     it('seals a recorded storeErrors problem', async () => {
@@ -188,7 +213,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
 
       const fresh = newKey();
       expect((await post(rotated, '/located', fresh, { label })).status).toBe(201);
-      expect((await rowOf(fresh)).response_body).toMatch(/^v1\.k2025\./);
+      expect((await rowOf(fresh)).response_body).toMatch(/^v2\.k2025\./);
     });
 
     it('answers 500, not a replay, on an instance that lacks the key a record names (unknown key id)', async () => {
@@ -239,6 +264,29 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       await expectUndecryptable(await post(sealing, '/entries', key, { label }), key, await rowOf(key));
     });
 
+    it('answers 500, never the sealed answer, to another request whose fingerprint was written into the record', async () => {
+      const key = newKey();
+      const label = unique('fingerprint');
+      const other = { label: `${label}-other` };
+      expect((await post(sealing, '/entries', key, { label })).status).toBe(201);
+      // The other request's fingerprint, as a record of its own holds it.
+      const otherKey = newKey();
+      expect((await post(sealing, '/entries', otherKey, other)).status).toBe(201);
+      await db.query(`UPDATE idempotency_records SET fingerprint = (SELECT fingerprint FROM idempotency_records WHERE key = $2) WHERE key = $1`, [key, otherKey]);
+      await expectUndecryptable(await post(sealing, '/entries', key, other), key, await rowOf(key));
+      expect(await entriesLabelled(other.label)).toBe(1);
+    });
+
+    it('answers 500 for a record claimed first whose expiry was moved later', async () => {
+      const key = newKey();
+      const label = unique('extended');
+      expect((await post(sealing, '/located/claimed-first', key, { label })).status).toBe(201);
+      expect((await rowOf(key)).response_body).toMatch(/^v2\.k2024\.fe\./); // the claim returned the expiry before the outcome was sealed
+      expect((await post(sealing, '/located/claimed-first', key, { label })).headers['idempotent-replayed']).toBe('true');
+      await db.query(`UPDATE idempotency_records SET expires_at = expires_at + interval '30 days' WHERE key = $1`, [key]);
+      await expectUndecryptable(await post(sealing, '/located/claimed-first', key, { label }), key, await rowOf(key));
+    });
+
     it('answers 500 for a plaintext record while encryption is required, and leaves it in place', async () => {
       const key = newKey();
       const label = unique('plaintext');
@@ -261,7 +309,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(replay.text).toBe(first.text);
       const fresh = newKey();
       expect((await post(migrating, '/entries', fresh, { label })).status).toBe(201);
-      expect((await rowOf(fresh)).response_body).toMatch(/^v1\.k2024\./);
+      expect((await rowOf(fresh)).response_body).toMatch(/^v2\.k2024\./);
     });
 
     it('answers 500, never the envelope, on an instance without encryption', async () => {
@@ -313,7 +361,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       expect(retry.status).toBe(201);
       expect(retry.headers['idempotent-replayed']).toBeUndefined();
       expect(await entriesLabelled(label)).toBe(2);
-      expect((await rowOf(key)).response_body).toMatch(/^v1\.k2024\./);
+      expect((await rowOf(key)).response_body).toMatch(/^v2\.k2024\./);
     });
   });
 });

@@ -390,6 +390,20 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       expect(replay.headers['content-type']).toBe(first.headers['content-type']);
     });
 
+    it('records a text body with the request’s NUL character in it, which PostgreSQL’s text cannot hold, and replays the same bytes', async () => {
+      const key = newKey();
+      // As bytes: a Buffer of exactly what was sent.
+      const send = () => post('/entries/echo', key, { label: 'nul', note: 'a\u0000b' }).responseType('blob');
+      const first = await send();
+      expect(first.status).toBe(201);
+      expect((first.body as Buffer).toString()).toMatch(/^entry \d+: a\u0000b$/);
+      const replay = await send();
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual(first.body);
+      expect(await entriesLabelled('nul')).toBe(1);
+    });
+
     it('replays an empty 204', async () => {
       const key = newKey();
       const first = await post('/entries/empty', key, { label: 'empty' });

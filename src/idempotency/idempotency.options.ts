@@ -1,7 +1,7 @@
 import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
 import type { IdempotencyEvent } from './events/idempotency-event.types.js';
 import type { ResolvedEncryptionOptions } from './outcome-codec.js';
-import { type EncryptionKey, masterKeys } from './outcome-encryption.js';
+import { type EncryptionKey, masterKeys } from './encryption-keys.js';
 import type { FingerprintFields } from './request-fingerprint.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */

@@ -10,7 +10,7 @@ export type {
   ResolvedModuleOptions as ResolvedIdempotencyOptions,
   StoreErrorIf,
 } from './idempotency.options.js';
-export type { EncryptionKey } from './outcome-encryption.js';
+export type { EncryptionKey } from './encryption-keys.js';
 export type { FingerprintFields } from './request-fingerprint.js';
 export { TransactionHost } from './transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';

@@ -105,7 +105,7 @@ export class OneTransactionFlow {
       if (row.took_over) steps.tookOver = 'expired';
       const handled = await this.runHandler(transaction, runner, id, terms, next, steps, false);
       const commitStarted = performance.now();
-      await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode(id, handled.outcome)))).finally(() => {
+      await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode({ id, fingerprint, expiresAt: row.expires_at }, handled.outcome)))).finally(() => {
         steps.timeline.commit = { start: commitStarted, end: performance.now() };
       });
       return { steps, settled: executed(handled, row) };
@@ -128,7 +128,7 @@ export class OneTransactionFlow {
         if ('settled' in ending) terms.restoreResponse?.();
         return { steps, ...ending };
       }
-      const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode(id, handled.outcome));
+      const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode({ id, fingerprint }, handled.outcome));
       const committed = await this.commitRecord(transaction, id, terms, steps, record);
       if (!committed) {
         terms.restoreResponse?.();

@@ -1,34 +1,26 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
-import { IdempotencyConfigurationError, type RecordUndecryptableReason } from './idempotency.exceptions.js';
+import { createCipheriv, createDecipheriv, createHash, createHmac, type KeyObject, randomBytes } from 'node:crypto';
+import type { MasterKey } from './encryption-keys.js';
+import type { RecordUndecryptableReason } from './idempotency.exceptions.js';
 import type { RecordId } from './records/stored-record.js';
-
-/** A master key as the module options take it: 32 bytes, as a Buffer or a base64 (or base64url) string. */
-export interface EncryptionKey {
-  /** Names the key in every record it seals: 1 to 64 letters, digits, `_` or `-`. */
-  id: string;
-  key: Uint8Array | string;
-}
-
-/**
- * A validated master key, kept as its HKDF pseudorandom key (the extract
- * step, which depends on the master key alone): record keys are expanded
- * from it. A KeyObject, which never prints.
- */
-export interface MasterKey {
-  id: string;
-  prk: KeyObject;
-}
 
 /** What a sealed outcome is bound to: opening it anywhere else fails. */
 export interface SealContext {
   id: RecordId;
   /** The record's `response_status`: a row whose status was changed does not open. */
   status: number;
+  /** The record's `fingerprint`: a row given another request's fingerprint does not open for that request. */
+  fingerprint: string;
+  /**
+   * The record's `expires_at`. Sealing binds it when given (the flow knew it
+   * before the outcome); opening takes the row's, used when the envelope binds it.
+   */
+  expiresAt?: Date;
 }
 
 /** Why an envelope did not open. */
 export type UnsealFailure = Exclude<RecordUndecryptableReason, 'plaintext-refused' | 'encryption-off'>;
 
+/** An envelope that did not open, and why (`reason`). */
 export class UnsealError extends Error {
   constructor(
     readonly reason: UnsealFailure,
@@ -39,17 +31,23 @@ export class UnsealError extends Error {
   }
 }
 
-const ENVELOPE_VERSION = 'v1';
-const KEY_BYTES = 32;
+/** The version new records are sealed with; v1 envelopes, which bind neither fingerprint nor expiry, still open. */
+const ENVELOPE_VERSION = 'v2';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-/** Standard or URL-safe base64, padded or not (one alphabet at a time). */
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$|^[A-Za-z0-9_-]*={0,2}$/;
-/** `v1.<key id>.<iv>.<ciphertext and tag>`, the last two in unpadded base64url. */
-const ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{22,})$/;
-/** The HKDF salt: fixed, so that the per-record key is a function of the master key and the record alone. */
-const HKDF_SALT = Buffer.from('nest-idempotency/outcome-key/v1');
+/** `v2.<key id>.<bound>.<iv>.<ciphertext and tag>`, the last two in unpadded base64url. */
+const V2_ENVELOPE = /^v2\.([A-Za-z0-9_-]{1,64})\.(fe?)\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{22,})$/;
+/** `v1.<key id>.<iv>.<ciphertext and tag>`. */
+const V1_ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{22,})$/;
+/**
+ * What a v2 envelope binds besides the identity and the status: `fe` the
+ * fingerprint and the expiry, `f` the fingerprint alone, for a record whose
+ * expiry the statement that stores the outcome sets (a claim at commit, a
+ * phased operation's finish). It is authenticated data too, so it cannot be
+ * changed to drop the expiry.
+ */
+type Bound = 'f' | 'fe';
+/** HKDF-Expand's info: this label, then the SHA-256 of the record's identity. */
 const HKDF_INFO_LABEL = Buffer.from('record:');
 /** HKDF-Expand's block counter: one SHA-256 block is the whole 32-byte key. */
 const FIRST_BLOCK = Buffer.from([1]);
@@ -64,12 +62,16 @@ const FIRST_BLOCK = Buffer.from([1]);
  * done once per key instead of per record (it was most of the cost).
  *
  * The additional authenticated data binds the envelope version, the key id,
- * that identity and the response status, so a sealed body copied to another
- * key, or a status changed in place, fails authentication. Every seal draws
- * a fresh random 96-bit IV.
+ * what else is bound, that identity, the response status, the fingerprint
+ * and, where known when sealing, the expiry: a sealed body copied to another
+ * key, a status changed in place, another request's fingerprint written into
+ * the row, or a record's life extended fails authentication. Every seal
+ * draws a fresh random 96-bit IV.
  *
- * Envelope: `v1.<key id>.<iv>.<ciphertext || 16-byte tag>`, base64url without
- * padding. Sealing uses the first key; opening takes the key the envelope names.
+ * Envelope: `v2.<key id>.<bound>.<iv>.<ciphertext || 16-byte tag>`, base64url
+ * without padding. Sealing uses the first key; opening takes the key the
+ * envelope names. A v1 envelope (`v1.<key id>.<iv>.<...>`, written before
+ * the fingerprint and expiry were bound) opens with v1's authenticated data.
  */
 export class OutcomeEncryption {
   private readonly byId: ReadonlyMap<string, MasterKey>;
@@ -86,29 +88,25 @@ export class OutcomeEncryption {
 
   seal(context: SealContext, plaintext: Uint8Array): string {
     const master = this.keys[0];
+    const bound: Bound = context.expiresAt ? 'fe' : 'f';
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(additionalData(master.id, context));
+    cipher.setAAD(additionalData({ version: ENVELOPE_VERSION, keyId: master.id, bound }, context));
     const sealed = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
-    return `${ENVELOPE_VERSION}.${master.id}.${iv.toString('base64url')}.${sealed.toString('base64url')}`;
+    return `${ENVELOPE_VERSION}.${master.id}.${bound}.${iv.toString('base64url')}.${sealed.toString('base64url')}`;
   }
 
   /** The plaintext, or an UnsealError saying why there is none. */
   open(context: SealContext, envelope: string): Buffer {
-    const parts = ENVELOPE.exec(envelope);
-    if (!parts) {
-      const version = /^(v\d+)\./.exec(envelope)?.[1];
-      if (version && version !== ENVELOPE_VERSION) throw new UnsealError('unsupported-version', `envelope version ${version} is newer than this module reads (${ENVELOPE_VERSION})`);
-      throw new UnsealError('malformed', 'not a v1 envelope');
-    }
-    const [, keyId, ivText, sealedText] = parts;
+    const parts = parsed(envelope);
+    const { keyId, ivText, sealedText } = parts;
     const master = this.byId.get(keyId);
     if (!master) throw new UnsealError('unknown-key', `sealed with key "${keyId}", which is not among the configured keys`);
     const iv = Buffer.from(ivText, 'base64url');
     const sealed = Buffer.from(sealedText, 'base64url');
     if (iv.length !== IV_BYTES || sealed.length < TAG_BYTES) throw new UnsealError('malformed', 'the IV or the tag has the wrong length');
     const decipher = createDecipheriv('aes-256-gcm', recordKey(master.prk, context.id), iv, { authTagLength: TAG_BYTES });
-    decipher.setAAD(additionalData(keyId, context));
+    decipher.setAAD(additionalData(parts, context));
     decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
     const body = decipher.update(sealed.subarray(0, sealed.length - TAG_BYTES));
     try {
@@ -117,47 +115,6 @@ export class OutcomeEncryption {
       throw new UnsealError('authentication-failed', 'the tag does not verify: tampered, sealed for another record, or under another key with this id');
     }
   }
-}
-
-/**
- * Validates the `encryption.keys` option, in order: the first seals. Throws
- * an IdempotencyConfigurationError that says what is wrong with which key.
- */
-export function masterKeys(keys: readonly EncryptionKey[] | undefined): MasterKey[] {
-  if (!Array.isArray(keys) || keys.length === 0) {
-    throw new IdempotencyConfigurationError('encryption.keys must list at least one key: { id, key }, the key 32 bytes as a Buffer or a base64 string.');
-  }
-  const seen = new Set<string>();
-  return keys.map(({ id, key }, index) => {
-    const where = `encryption.keys[${index}]`;
-    if (typeof id !== 'string' || !KEY_ID.test(id)) {
-      throw new IdempotencyConfigurationError(`${where}: the id must be 1 to 64 letters, digits, "_" or "-" (it is written into every record the key seals), got ${JSON.stringify(id)}.`);
-    }
-    if (seen.has(id)) throw new IdempotencyConfigurationError(`${where}: the id "${id}" is listed twice; every key needs an id of its own.`);
-    seen.add(id);
-    return { id, prk: extract(keyBytes(key, `${where} ("${id}")`)) };
-  });
-}
-
-function keyBytes(key: Uint8Array | string, where: string): Buffer {
-  if (typeof key === 'string') {
-    const text = key.trim();
-    if (!BASE64.test(text)) throw new IdempotencyConfigurationError(`${where}: a string key must be base64 or base64url; decode other encodings yourself, e.g. Buffer.from(hex, 'hex').`);
-    const bytes = Buffer.from(text, 'base64'); // Node's base64 decoder reads the URL-safe alphabet too
-    if (bytes.length !== KEY_BYTES) {
-      const hint = /^[0-9a-fA-F]{64}$/.test(text) ? ` It looks like hex: pass Buffer.from(key, 'hex').` : ' Generate one with `openssl rand -base64 32`.';
-      throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes; this base64 string decodes to ${bytes.length}.${hint}`);
-    }
-    return bytes;
-  }
-  if (!(key instanceof Uint8Array)) throw new IdempotencyConfigurationError(`${where}: the key must be a Buffer or a base64 string.`);
-  if (key.length !== KEY_BYTES) throw new IdempotencyConfigurationError(`${where}: the key must be ${KEY_BYTES} bytes, got ${key.length}.`);
-  return Buffer.from(key);
-}
-
-/** HKDF-Extract: PRK = HMAC-SHA-256(salt, master key). Nothing keeps the master key's own bytes. */
-function extract(master: Buffer): KeyObject {
-  return createSecretKey(createHmac('sha256', HKDF_SALT).update(master).digest());
 }
 
 /**
@@ -171,8 +128,32 @@ function recordKey(prk: KeyObject, id: RecordId): Buffer {
   return createHmac('sha256', prk).update(HKDF_INFO_LABEL).update(identity).update(FIRST_BLOCK).digest();
 }
 
-function additionalData(keyId: string, { id, status }: SealContext): Buffer {
-  return framed([ENVELOPE_VERSION, keyId, id.scope, id.operation, id.key, String(status)]);
+/** What an envelope says before its IV: the version, the key id and, from v2 on, what it binds. */
+type EnvelopeHeader = { version: 'v1'; keyId: string } | { version: 'v2'; keyId: string; bound: Bound };
+type Envelope = EnvelopeHeader & { ivText: string; sealedText: string };
+
+function parsed(envelope: string): Envelope {
+  const v2 = V2_ENVELOPE.exec(envelope);
+  if (v2) return { version: 'v2', keyId: v2[1], bound: v2[2] as Bound, ivText: v2[3], sealedText: v2[4] };
+  const v1 = V1_ENVELOPE.exec(envelope);
+  if (v1) return { version: 'v1', keyId: v1[1], ivText: v1[2], sealedText: v1[3] };
+  const version = /^(v\d+)\./.exec(envelope)?.[1];
+  if (version && version !== 'v1' && version !== 'v2') throw new UnsealError('unsupported-version', `envelope version ${version} is not one this module reads (v1, v2)`);
+  throw new UnsealError('malformed', 'not a v1 or v2 envelope');
+}
+
+/**
+ * v1: version, key id, scope, operation, key, status. v2 adds what it binds
+ * after the key id, and the fingerprint and the expiry (milliseconds since
+ * the epoch, as node-postgres reads `expires_at`; empty when not bound) last.
+ */
+function additionalData(header: EnvelopeHeader, context: SealContext): Buffer {
+  const { id, status } = context;
+  if (header.version === 'v1') return framed([header.version, header.keyId, id.scope, id.operation, id.key, String(status)]);
+  const parts = [header.version, header.keyId, header.bound, id.scope, id.operation, id.key, String(status), context.fingerprint];
+  if (header.bound === 'f') return framed([...parts, '']);
+  if (!context.expiresAt) throw new UnsealError('authentication-failed', 'the envelope binds an expiry, and the record has none');
+  return framed([...parts, String(context.expiresAt.getTime())]);
 }
 
 /** Each part as a 4-byte big-endian length and its UTF-8 bytes: no two lists of parts frame the same. */

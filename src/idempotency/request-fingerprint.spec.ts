@@ -35,6 +35,7 @@ describe('request fingerprint', () => {
     ['a query value', request({}, { dryRun: 'true' }), request({}, {})],
     ['a path param', request({}, {}, { id: '1' }), request({}, {}, { id: '2' })],
     ['a number against a string', request({ quantity: 1 }), request({ quantity: '1' })],
+    ['a NUL character in a string', request({ note: 'a\u0000b' }), request({ note: 'ab' })],
   ])('tells apart %s', (_case, a, b) => {
     expect(fingerprintOf(a)).not.toBe(fingerprintOf(b));
   });

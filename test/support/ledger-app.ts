@@ -219,6 +219,14 @@ export class EntriesController {
     return `entry ${entry}`;
   }
 
+  /** Echoes the request's `note` as text: with a NUL character in it, a body PostgreSQL's text cannot hold. */
+  @Post('echo')
+  @Idempotent()
+  async echo(@Body() body: EntryBody & { note: string }) {
+    const { entry } = await this.ledger.write(body.label);
+    return `entry ${entry}: ${body.note}`;
+  }
+
   @Post('empty')
   @HttpCode(204)
   @Idempotent()

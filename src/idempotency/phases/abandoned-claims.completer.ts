@@ -106,10 +106,11 @@ export class AbandonedClaimsCompleter {
     const handler = this.operations.get(claim.resume.operation)!;
     if (claim.attempts > this.options.maxAttempts) {
       const giveUp = `gave up after ${this.options.maxAttempts} attempts at recovery point ${claim.recoveryPoint ?? '(start)'}`;
-      await this.leases.finish(id, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
+      await this.leases.finish({ id, fingerprint: claim.fingerprint }, owner, operationFailedOutcome(giveUp), claim.resume.retention ?? this.options.retention, giveUp);
       return { result: 'failed', reason: giveUp };
     }
-    const ending = await this.runner.finish(handler, claim.resume, { id, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults }, stop);
+    const ownership = { id, fingerprint: claim.fingerprint, owner, leaseMs: this.options.lease, claimedAt: claim.run, results: claim.phaseResults };
+    const ending = await this.runner.finish(handler, claim.resume, ownership, stop);
     if (ending.kind === 'recorded') return { result: 'completed' };
     if (ending.kind === 'lost') return { result: 'released', reason: 'another owner took the claim over' };
     return { result: 'released', reason: `resuming failed, to be retried: ${(ending.error as Error)?.message}` };

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { type LeaseClaimRow, LeaseStatements, type Statement, type TakenOverRow } from '../records/record.statements.js';
-import { type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
+import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
 import { OutcomeCodec } from '../outcome-codec.js';
 import type { RecordedOutcome } from '../recorded-outcome.js';
 import { TransactionHost } from '../transaction-host.js';
@@ -23,6 +23,8 @@ export interface HeldRecord extends StoredRecord {
 }
 
 export interface AbandonedClaim {
+  /** The fingerprint of the request that claimed the key: the outcome recorded for it is bound to it. */
+  fingerprint: string;
   resume: ResumeInfo | null;
   /** Which run of the key this is: the instant its record was claimed. */
   run: string;
@@ -66,7 +68,7 @@ export class LeaseStore {
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
     const [row] = await run<TakenOverRow>(this.pool, LeaseStatements.takeOver(id, staleOwner, owner, leaseMs));
     if (!row) return undefined;
-    return { resume: row.resume, run: row.run, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
+    return { fingerprint: row.fingerprint, resume: row.resume, run: row.run, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
   }
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
@@ -99,9 +101,12 @@ export class LeaseStore {
     return (await run(this.pool, LeaseStatements.release(id, owner))).length === 1;
   }
 
-  /** Records the outcome (sealed, under `encryption`); `failed` with a reason for an operation that cannot be completed. */
-  async finish(id: RecordId, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
-    const statement = LeaseStatements.finish(id, owner, this.outcomes.encode(id, outcome), retentionMs, failureReason);
+  /**
+   * Records the outcome (sealed, under `encryption`); `failed` with a reason for an operation that cannot be completed.
+   * The statement sets the expiry, so a sealed outcome is bound to the record's fingerprint but not to its expiry.
+   */
+  async finish(record: OutcomeRecord, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
+    const statement = LeaseStatements.finish(record.id, owner, this.outcomes.encode(record, outcome), retentionMs, failureReason);
     return (await run(this.pool, statement)).length === 1;
   }
 }

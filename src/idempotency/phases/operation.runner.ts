@@ -66,7 +66,7 @@ export class OperationRunner {
     }
     const start = performance.now();
     try {
-      const finished = await this.leases.finish(id, owner, recorded.outcome, retention);
+      const finished = await this.leases.finish(ownership, owner, recorded.outcome, retention);
       const recording = { start, end: performance.now() };
       return finished ? { ...recorded, recording } : { kind: 'lost', recording };
     } catch (error) {

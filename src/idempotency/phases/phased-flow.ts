@@ -13,7 +13,7 @@ import {
   operationFailedOutcome,
 } from '../idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import type { RecordId } from '../records/stored-record.js';
+import type { OutcomeRecord, RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { captureError, captureSuccess } from '../outcome-capture.js';
 import type { FlowEnding, FlowSteps, RecordedOutcome, Settled } from '../recorded-outcome.js';
@@ -85,7 +85,7 @@ export class PhasedFlow {
     if (claimed.tookOver) steps.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
-      if (!(await this.leases.finish(id, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+      if (!(await this.leases.finish({ id, fingerprint }, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       return { outcome, replayed: false };
     }
 
@@ -93,7 +93,7 @@ export class PhasedFlow {
     const phasedClaim: PhasedClaim = {
       run: <I, O>(operation: Type<PhasedOperation<I, O>>, input: I): Promise<O> => {
         if (running) return Promise.reject(new IdempotencyConfigurationError(`${route.operation}: claim.run() runs one operation per request.`));
-        running = this.start(operation, input, route, { id, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
+        running = this.start(operation, input, route, { id, fingerprint, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
         return running.then((ending) => answerOf<O>(ending));
       },
     };
@@ -118,9 +118,10 @@ export class PhasedFlow {
     if (ending?.recording) steps.timeline.commit = ending.recording;
     if (ending) return this.settle(ending, handled, route);
 
-    if ('result' in handled) return this.record(id, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, steps);
+    const record = { id, fingerprint };
+    if ('result' in handled) return this.record(record, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, steps);
     const { error } = handled;
-    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(id, owner, captureError(error), route, steps);
+    if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(record, owner, captureError(error), route, steps);
     // The key is freed, as in a rollback.
     if (!(await this.leases.discardUnstarted(id, owner).catch(() => false))) await this.leases.release(id, owner).catch(() => undefined);
     throw error instanceof LeaseLostError ? new IdempotencyRequestInProgressException(route.retryAfterSeconds) : error;
@@ -162,9 +163,9 @@ export class PhasedFlow {
     return { outcome: ending.outcome, replayed: false };
   }
 
-  private async record(id: RecordId, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, steps: FlowSteps): Promise<Settled> {
+  private async record(record: OutcomeRecord, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, steps: FlowSteps): Promise<Settled> {
     const commitStarted = performance.now();
-    const finished = await this.leases.finish(id, owner, outcome, route.retention).finally(() => {
+    const finished = await this.leases.finish(record, owner, outcome, route.retention).finally(() => {
       steps.timeline.commit = { start: commitStarted, end: performance.now() };
     });
     if (!finished) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);

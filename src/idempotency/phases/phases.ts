@@ -22,6 +22,8 @@ export interface RunId extends RecordId {
 /** One owner's hold on a phased claim. */
 export interface Ownership {
   id: RecordId;
+  /** The fingerprint of the request that claimed the run: its outcome is recorded for that request. */
+  fingerprint: string;
   /** The run this owner continues: its downstream keys are the run's. */
   claimedAt: string;
   owner: string;

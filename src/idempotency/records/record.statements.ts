@@ -193,6 +193,7 @@ export type LeaseClaimRow = RecordRow & {
 
 /** The row of `LeaseStatements.takeOver`: what resuming the operation needs. */
 export interface TakenOverRow {
+  fingerprint: string;
   resume: ResumeInfo | null;
   phase_results: Record<string, unknown>;
   attempts: number;
@@ -284,7 +285,7 @@ export const LeaseStatements = {
          taken AS (
            UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
             WHERE ctid IN (SELECT ctid FROM free)
-            RETURNING resume, phase_results, attempts, recovery_point, ${RUN} AS run)
+            RETURNING fingerprint, resume, phase_results, attempts, recovery_point, ${RUN} AS run)
          SELECT * FROM taken`,
       values: [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
     };

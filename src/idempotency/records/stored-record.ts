@@ -39,11 +39,25 @@ export interface RecordRow {
   expires_at: Date;
 }
 
-/** The columns of a recorded outcome, as read. */
+/** The columns a recorded outcome is read from: its own, and the fingerprint and expiry a sealed one is bound to. */
 export interface OutcomeColumns {
   response_status: number;
   response_headers: Record<string, string> | null;
   response_body: string | null;
+  fingerprint: string;
+  expires_at: Date;
+}
+
+/**
+ * The record an outcome is stored in, as far as the flow knows it when it
+ * encodes the outcome: a sealed outcome is bound to its fingerprint and,
+ * when given, its expiry.
+ */
+export interface OutcomeRecord {
+  id: RecordId;
+  fingerprint: string;
+  /** The record's `expires_at`, where it is set before the outcome is stored (a claim first returns it). */
+  expiresAt?: Date;
 }
 
 /**
