@@ -302,11 +302,23 @@ class UploadController {
 
 type Imports = NonNullable<ModuleMetadata['imports']>;
 
+/** The same upload on Fastify, read in the handler through @fastify/multipart (registered on the app), as its README shows. */
+@Controller('user-code')
+class FastifyUploadController {
+  @Post('upload')
+  @Idempotent()
+  async upload(@Req() req: { file(): Promise<{ filename: string; fields: Record<string, { value?: unknown }>; toBuffer(): Promise<Buffer> }> }) {
+    const file = await req.file();
+    const content = await file.toBuffer();
+    return { name: file.filename, size: content.length, amount: file.fields.amount?.value };
+  }
+}
+
 /** The app's modules: TypeORM on `url` with a pool of `poolSize`, then `modules` (the idempotency and outbox modules), then the user code. */
 export function userCodeModules(url: string, adapter: HttpAdapterName, poolSize: number, modules: Imports): Imports {
   @Module({
     imports: [TypeOrmModule.forFeature([UserRow])],
-    controllers: adapter === 'express' ? [UserCodeController, UploadController] : [UserCodeController],
+    controllers: [UserCodeController, adapter === 'express' ? UploadController : FastifyUploadController],
     providers: [InheritingAuditWriter, DetachedAuditWriter],
   })
   class UserCodeModule {}
