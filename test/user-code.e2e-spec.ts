@@ -159,6 +159,15 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       }
     });
 
+    it('commits a write the handler started without awaiting with the request, and rolls it back with a failed one', async () => {
+      const label = unique('unawaited');
+      expect((await post(one, 'unawaited', label, { label })).status).toBe(201);
+      expect(await rowsLabelled(label)).toEqual([label]);
+      const failed = unique('unawaited-failed');
+      expect((await post(one, 'unawaited', failed, { label: failed, fail: true })).status).toBe(500);
+      expect(await rowsLabelled(failed)).toEqual([]);
+    });
+
     it('runs two dataSource.transaction() units at once as two transactions would: one fails alone', async () => {
       const label = unique('settled');
       const answer = await post(one, 'units/all-settled', label, { label });

@@ -294,7 +294,7 @@ export class OneTransactionFlow {
       const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
       // next.handle() binds the async context, so it is called inside run().
       const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
-      const result = await CurrentOperation.run(id, work, { recordAtCommit, transaction: { manager, send } });
+      const result = await CurrentOperation.run(id, work, { recordAtCommit, transaction: { manager, send } }).finally(() => joined.drain());
       return { outcome: terms.capture(result), result };
     } catch (error) {
       if (!terms.storesError?.(error)) throw error;

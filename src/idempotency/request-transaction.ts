@@ -98,6 +98,16 @@ export class RequestTransaction {
   }
 
   /**
+   * Settles once every unit started so far has: the flow waits for it
+   * before COMMIT or ROLLBACK, so that a write the handler started without
+   * awaiting it, while the transaction was open, is part of it, rather than
+   * turned away halfway.
+   */
+  drain(): Promise<unknown> {
+    return this.lastUnit;
+  }
+
+  /**
    * Runs `work` as a unit of the request's transaction (see the class), or
    * as part of the unit the caller already runs in.
    */

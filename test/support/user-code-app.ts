@@ -172,6 +172,15 @@ class UserCodeController {
     return { text: Buffer.concat(chunks).toString('utf8') };
   }
 
+  /** Starts a write it does not await, then answers (or fails) at once: the write is part of the request, and never fails on its own. */
+  @Post('unawaited')
+  @Idempotent()
+  unawaited(@Body() body: Labelled) {
+    void this.rows.insert({ label: body.label });
+    if (body.fail) throw new Error('failed after starting a write');
+    return { label: body.label };
+  }
+
   /** Starts an outbox write it does not await, then fails: the event must never commit. */
   @Post('late-event')
   @Idempotent()
