@@ -458,7 +458,7 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     const named = await startApp({ imports: ledgerAppModules(db.url, { claim: 'first' }) }, { adapter });
     const unnamed = await startApp({ imports: ledgerAppModules(db.url, { preparedStatements: false, replayCacheSize: 0 }) }, { adapter });
     try {
-      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContain('idempotency.claim');
+      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContain('idempotency.try-lock');
 
       const first = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
       expect(first.status).toBe(201);
@@ -468,7 +468,7 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
       expect(replay.text).toBe(first.text);
       expect((await send(unnamed, '/entries/prepared', 'prepared-off', 'other')).status).toBe(422);
 
-      // Two at once: one runs, the other replays it (whichever commits first, claimed at commit); a recorded error, rolled back to the savepoint.
+      // Two at once: one runs, the other waits on its lock and replays it; a recorded error, rolled back to the savepoint.
       const ledger = unnamed.app.get(Ledger);
       ledger.script.push({ delayMs: 300 });
       const owner = send(unnamed, '/entries/prepared', 'prepared-off-concurrent', 'unprepared-concurrent');

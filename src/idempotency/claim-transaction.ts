@@ -29,17 +29,9 @@ export class ClaimTransaction {
 
   private constructor(private readonly driver: TransactionDriver) {}
 
-  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together where the connection allows; `first` is the first one's result. */
-  static async begin<Row>(
-    runner: QueryRunner,
-    options: ClaimTransactionOptions,
-    ...statements: TransactionStatement[]
-  ): Promise<{ transaction: ClaimTransaction; first: StatementResult<Row> | undefined }> {
-    return ClaimTransaction.start(runner, options, async (driver) => {
-      const settled = await driver.begin<Row>(statements);
-      throwFirstFailure(settled);
-      return (settled[0] as PromiseFulfilledResult<StatementResult<Row>> | undefined)?.value;
-    }).then(([transaction, first]) => ({ transaction, first }));
+  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together where the connection allows, and answers their results. */
+  static async begin(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<{ transaction: ClaimTransaction; results: StatementResult<unknown>[] }> {
+    return ClaimTransaction.start(runner, options, async (driver) => valuesOf(await driver.begin<unknown>(statements))).then(([transaction, results]) => ({ transaction, results }));
   }
 
   /**
@@ -68,6 +60,11 @@ export class ClaimTransaction {
     return this.driver.query<Row>(statement);
   }
 
+  /** Runs statements sent together where the connection allows; throws the first failure. */
+  async queryTogether(...statements: TransactionStatement[]): Promise<StatementResult<unknown>[]> {
+    return valuesOf(await this.driver.queryTogether<unknown>(statements));
+  }
+
   /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
   async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
     this.isOpen = false;
@@ -93,6 +90,12 @@ export class ClaimTransaction {
     this.isOpen = false;
     await this.driver.rollback();
   }
+}
+
+/** The results of statements that all succeeded; else throws the first failure. */
+function valuesOf<Row>(settled: Array<PromiseSettledResult<StatementResult<Row>>>): StatementResult<Row>[] {
+  throwFirstFailure(settled);
+  return settled.map((result) => (result as PromiseFulfilledResult<StatementResult<Row>>).value);
 }
 
 /** The pg driver where asked for and the connection has what it relies on; TypeORM's public API otherwise. */

@@ -54,12 +54,13 @@ export type OneTransactionSettled = Settled & { result?: unknown };
  * the outcome commit together, before a byte is sent. It returns what it
  * settled on, or the error to answer, with its steps.
  *
- * Claimed first (`claimFirst`), the claim opens the transaction: a
- * duplicate waits on it, then replays. Claimed at commit (`claimAtCommit`),
- * the handler runs first and one statement records the outcome right
- * before COMMIT: a duplicate that ran meanwhile finds the key held there,
- * rolls everything back, and replays. Either way, a statement that finds
- * the key held by a live record replays that record (or answers 422).
+ * The completed record is inserted by one statement sent with COMMIT, in
+ * either mode. Claimed first (`guard`), BEGIN goes out with the key's
+ * advisory lock and a read of its record: a live record replays (or answers
+ * 422) and the handler never runs; a duplicate whose owner is in flight
+ * waits on the lock, then reads what it committed. Claimed at commit,
+ * nothing comes before the handler: a duplicate that ran meanwhile finds the
+ * key held at its insert, rolls everything back, and replays.
  */
 @Injectable()
 export class OneTransactionFlow {
@@ -73,82 +74,114 @@ export class OneTransactionFlow {
   ) {}
 
   async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    const atCommit = this.claimsAtCommit(id.operation, terms);
-    const steps: FlowSteps = { collided: false, claimed: atCommit ? 'at-commit' : 'first', timeline: {} };
+    const first = this.claimsFirst(id.operation, terms);
+    const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
+    let transaction: ClaimTransaction | undefined;
     try {
-      return atCommit
-        ? await this.claimAtCommit(runner, steps, id, fingerprint, terms, next)
-        : await this.claimFirst(runner, steps, id, fingerprint, terms, next);
+      if (!first) {
+        transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
+        return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, undefined);
+      }
+      const guarded = await this.guard(runner, steps, id, fingerprint, terms);
+      if ('settled' in guarded) return { steps, settled: guarded.settled };
+      transaction = guarded.transaction;
+      return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, guarded.expiresAt);
+    } catch (error) {
+      await transaction?.rollback();
+      terms.restoreResponse?.();
+      return { steps, error };
     } finally {
       await runner.release();
     }
   }
 
   /** Adaptive: at commit while the operation's keys are rarely found held (the same signal as the read-first replay). */
-  private claimsAtCommit(operation: string, terms: OneTransactionTerms): boolean {
+  private claimsFirst(operation: string, terms: OneTransactionTerms): boolean {
     const mode = terms.claim ?? this.options.claim;
-    return mode === 'at-commit' || (mode === 'adaptive' && !this.replays.likely(operation));
+    return mode === 'first' || (mode === 'adaptive' && this.replays.likely(operation));
   }
 
-  private async claimFirst(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    let transaction: ClaimTransaction | undefined;
+  /**
+   * Claims the key first: BEGIN with its advisory lock, then a read of its
+   * record in a statement of its own (a snapshot taken once the lock is
+   * held), in one write where the connection is pipelined. The lock held and
+   * no live record: the key is this request's, with the transaction open and
+   * the expiry its record will get. A live record: its replay, or 422, and
+   * nothing runs. The lock held by an owner in flight: wait for it up to
+   * `wait` (409 after), then read again: its outcome, or the key, if it
+   * rolled back.
+   */
+  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date } | { settled: Settled }> {
+    const started = performance.now();
+    const lock = IdempotencyStatements.tryLock(id);
+    const read = IdempotencyStatements.readRecord(id);
+    // The savepoint rides along; it is only ever rolled back to once the key is this request's.
+    const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, lock, read, ...this.savepoint(terms)));
+    const { transaction } = begun;
     try {
-      const claimStarted = performance.now();
-      const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
-      // The savepoint rides along with the claim; it is only ever rolled back to after a claim that succeeded.
-      const begun = await this.timed(steps, claimStarted, this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, claim, ...this.savepoint(terms))));
-      transaction = begun.transaction;
-      const row = begun.first!.rows[0];
-      const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
-      if (held) return { steps, settled: held };
-      if (row.took_over) steps.tookOver = 'expired';
-      const handled = await this.runHandler(transaction, runner, id, terms, next, steps, false);
-      const commitStarted = performance.now();
-      await this.reportCommitFailure(id, transaction.commitWith(IdempotencyStatements.complete(id, this.outcomes.encode({ id, fingerprint, expiresAt: row.expires_at }, handled.outcome)))).finally(() => {
-        steps.timeline.commit = { start: commitStarted, end: performance.now() };
-      });
-      return { steps, settled: executed(handled, row) };
-    } catch (error) {
-      await transaction?.rollback();
-      return { steps, error };
-    }
-  }
-
-  private async claimAtCommit(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    let transaction: ClaimTransaction | undefined;
-    try {
-      transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
-      let handled: Handled;
-      try {
-        handled = await this.runHandler(transaction, runner, id, terms, next, steps, true);
-      } catch (error) {
-        await transaction.rollback();
-        const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
-        if ('settled' in ending) terms.restoreResponse?.();
-        return { steps, ...ending };
+      const [{ locked, database_now }] = begun.results[0].rows as Array<{ locked: boolean; database_now: Date }>;
+      let [holder] = begun.results[1].rows as LiveRecordRow[];
+      if (!locked) {
+        steps.collided = true;
+        const waited = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, transaction.queryTogether(IdempotencyStatements.waitForLock(id, terms.wait), read)));
+        [holder] = waited[1].rows as LiveRecordRow[];
       }
-      const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, this.outcomes.encode({ id, fingerprint }, handled.outcome));
-      const committed = await this.commitRecord(transaction, id, terms, steps, record);
-      if (!committed) {
-        terms.restoreResponse?.();
-        return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
-      }
-      const [row] = committed.rows;
-      if (row.took_over) steps.tookOver = 'expired';
-      return { steps, settled: executed(handled, row) };
+      this.replays.observe(id.operation, holder !== undefined);
+      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention) };
+      await transaction.rollback();
+      return { settled: this.replayOf(holder, id, fingerprint, terms) };
     } catch (error) {
-      await transaction?.rollback();
-      terms.restoreResponse?.();
-      return { steps, error };
+      await transaction.rollback();
+      throw error;
     }
   }
 
   /**
+   * Runs the handler on the open transaction, then records its outcome with
+   * COMMIT. Claimed first (`expiresAt` known), a failure is the handler's
+   * own: nobody else ran. Claimed at commit, it may have lost to a duplicate
+   * (`afterFailure`), and the record's insert may find the key held: then
+   * everything rolled back, and it replays the winner.
+   */
+  private async runAndRecord(
+    transaction: ClaimTransaction,
+    runner: QueryRunner,
+    steps: FlowSteps,
+    id: RecordId,
+    fingerprint: string,
+    terms: OneTransactionTerms,
+    next: CallHandler,
+    expiresAt: Date | undefined,
+  ): Promise<FlowEnding<OneTransactionSettled>> {
+    let handled: Handled;
+    try {
+      handled = await this.runHandler(transaction, runner, id, terms, next, steps);
+    } catch (error) {
+      await transaction.rollback();
+      if (expiresAt) return { steps, error };
+      const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
+      if ('settled' in ending) terms.restoreResponse?.();
+      return { steps, ...ending };
+    }
+    // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
+    const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
+    const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
+    const committed = await this.commitRecord(transaction, id, terms, steps, record);
+    if (!committed) {
+      terms.restoreResponse?.();
+      return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
+    }
+    const [row] = committed.rows;
+    if (row.took_over) steps.tookOver = 'expired';
+    return { steps, settled: executed(handled, row) };
+  }
+
+  /**
    * Sends the record with COMMIT, in one write where the connection is
-   * pipelined: the claim and the commit, timed as both. Undefined when the
-   * key was held, and so nothing committed; 409 when its owner outlasted
-   * `wait`.
+   * pipelined; claimed at commit, it is the claim too, and timed as both.
+   * Undefined when the key was held, and so nothing committed; 409 when its
+   * owner outlasted `wait`.
    */
   private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();
@@ -169,8 +202,12 @@ export class OneTransactionFlow {
       throw error;
     } finally {
       const ended = performance.now();
-      steps.claimMs = ended - started;
-      steps.timeline.claim = steps.timeline.commit = { start: started, end: ended };
+      steps.timeline.commit = { start: started, end: ended };
+      // Claimed at commit, this statement is the claim too.
+      if (steps.claimed === 'at-commit') {
+        steps.claimMs = ended - started;
+        steps.timeline.claim = steps.timeline.commit;
+      }
     }
   }
 
@@ -195,15 +232,15 @@ export class OneTransactionFlow {
   private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
     if (isLockTimeout(failure)) return { error: failure };
     const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
-    let probe: Awaited<ReturnType<typeof ClaimTransaction.begin<ClaimRow>>>;
+    let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
     try {
-      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin<ClaimRow>(runner, this.options, claim));
+      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, claim));
     } catch (error) {
       if (steps.collided) throw error; // the owner is still in flight: 409
       return { error: failure };
     }
     try {
-      const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.first!.rows[0], terms, steps);
+      const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.results[0].rows[0] as ClaimRow, terms, steps);
       return held ? { settled: held } : { error: failure };
     } finally {
       await probe.transaction.rollback();
@@ -232,13 +269,6 @@ export class OneTransactionFlow {
       const ended = performance.now();
       steps.claimMs = ended - started;
       steps.timeline.claim = { start: started, end: ended };
-    });
-  }
-
-  private reportCommitFailure<T>(id: RecordId, commit: Promise<T>): Promise<T> {
-    return commit.catch((error: unknown) => {
-      this.commitFailed(id, error);
-      throw error;
     });
   }
 
@@ -284,7 +314,6 @@ export class OneTransactionFlow {
     terms: OneTransactionTerms,
     next: CallHandler,
     steps: FlowSteps,
-    recordAtCommit: boolean,
   ): Promise<Handled> {
     const started = performance.now();
     try {
@@ -294,7 +323,7 @@ export class OneTransactionFlow {
       const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
       // next.handle() binds the async context, so it is called inside run().
       const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
-      const result = await CurrentOperation.run(id, work, { recordAtCommit, transaction: { manager, send } }).finally(() => joined.drain());
+      const result = await CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }).finally(() => joined.drain());
       return { outcome: terms.capture(result), result };
     } catch (error) {
       if (!terms.storesError?.(error)) throw error;

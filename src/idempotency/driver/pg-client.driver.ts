@@ -144,6 +144,11 @@ export class PgClientDriver implements TransactionDriver {
    * one after another (node-postgres no longer queues queries for a busy
    * client). Every statement runs either way, as PostgreSQL runs a pipeline.
    */
+  queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    this.uncorkOpening?.();
+    return this.sendTogether(statements);
+  }
+
   private async sendTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     if (!this.client.pipeline) {
       return settleInTurn(statements, (statement) => this.query<Row>(statement));

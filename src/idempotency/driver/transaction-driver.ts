@@ -35,6 +35,8 @@ export interface TransactionDriver {
   open(statements: TransactionStatement[]): Promise<void>;
   /** Runs one statement in the open transaction. */
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
+  /** Runs statements in the open transaction, sent together where the connection allows; each settles, as in `begin`. */
+  queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
   /**
    * Runs `last`, then COMMIT, sent together where the connection allows;
    * answers `last`'s result. Throws, with nothing committed, when either

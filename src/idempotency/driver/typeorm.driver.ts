@@ -32,6 +32,10 @@ export class TypeOrmDriver implements TransactionDriver {
     return { rows: result.records as Row[] };
   }
 
+  queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    return settleInTurn(statements, (statement) => this.query<Row>(statement));
+  }
+
   async commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>> {
     let result: StatementResult<Row>;
     try {

@@ -1,3 +1,4 @@
+import { hashKey } from '../events/idempotency-events.js';
 import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-record.js';
 
 /**
@@ -49,6 +50,12 @@ export interface FoundLiveRow extends LiveRecordRow {
 
 /**
  * The SQL of the one-transaction flow, as named prepared statements.
+ *
+ * A key claimed first is guarded by its advisory lock (`tryLock`,
+ * `waitForLock`) and read (`readRecord`); either way the completed record is
+ * inserted with COMMIT (`recordAtCommit`). `claim`, which inserts an
+ * in-progress record, only probes the key after a handler claimed at commit
+ * failed: rolled back, it waits for an owner in flight as a claim would.
  *
  * The claim inserts an in-progress record, or takes over an expired,
  * finished one (an expired phased claim is the completer's to resolve). A
@@ -116,17 +123,45 @@ export const IdempotencyStatements = {
     };
   },
 
-  /** Records the outcome in the claim's transaction. */
-  complete(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
+  /**
+   * The guard of a key claimed first: its transaction-level advisory lock,
+   * taken if free, with the transaction's `now()` (which the record inserted
+   * at commit will be dated by). Sent with BEGIN; the record is read by a
+   * statement of its own after it, whose snapshot is taken once the lock is
+   * held, so it sees what any earlier holder committed.
+   */
+  tryLock(id: RecordId): PreparedStatement {
     return {
-      name: 'idempotency.complete',
-      text: `UPDATE idempotency_records
-                SET status = 'completed', response_status = $4, response_headers = $5, response_body = $6, completed_at = now()
-              WHERE scope = $1 AND operation = $2 AND key = $3`,
-      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body],
+      name: 'idempotency.try-lock',
+      text: 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, now() AS database_now',
+      values: [lockKeyOf(id)],
+    };
+  },
+
+  /**
+   * Waits for the holder of the key's lock, at most `waitMs` (then SQLSTATE
+   * 55P03), and restores the connection's own `lock_timeout`, as the claim does.
+   */
+  waitForLock(id: RecordId, waitMs: number): PreparedStatement {
+    return {
+      name: 'idempotency.wait-for-lock',
+      text: `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $2, true) AS applied),
+                  locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
+             SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`,
+      values: [lockKeyOf(id), `${Math.max(1, waitMs)}ms`],
     };
   },
 };
+
+/**
+ * The key's advisory lock: the first 64 bits of the key's hash (as in
+ * events), signed, as `pg_advisory_xact_lock(bigint)` takes them. Two keys
+ * that share it wait on each other, nothing more: the record's primary key
+ * still decides what replays.
+ */
+function lockKeyOf(id: RecordId): string {
+  return BigInt.asIntN(64, BigInt(`0x${hashKey(id)}`)).toString();
+}
 
 /** What the key-taking statements insert: an in-progress claim, or a completed record with its outcome. */
 interface TakenKey {
