@@ -219,14 +219,15 @@ export interface IdempotentOptions {
 /**
  * When a one-transaction route claims its key.
  *
- * - `'first'` (the default): the claim is the transaction's first statement.
- *   A concurrent duplicate waits on it and replays, or gets 409 with
- *   `Retry-After` once `wait` runs out; a sequential retry replays. The
- *   handler runs once per key, whatever it does: database writes, e-mail,
- *   a call to a provider.
- * - `'at-commit'` (opt-in, faster): the handler runs with no claim in front
- *   of it, and one statement inserts the completed record right before
- *   COMMIT: one statement less on a first execution. **A duplicate that
+ * - `'first'` (the default): the key's advisory lock and a read of its
+ *   record go out with BEGIN, and the completed record is inserted with
+ *   COMMIT. A concurrent duplicate waits on the lock and replays, or gets
+ *   409 with `Retry-After` once `wait` runs out; a sequential retry
+ *   replays. The handler runs once per key, whatever it does: database
+ *   writes, e-mail, a call to a provider.
+ * - `'at-commit'` (opt-in): the handler runs with nothing in front of it,
+ *   and the same insert of the completed record with COMMIT is the claim:
+ *   two statements less on a first execution. **A duplicate that
  *   arrives while the first is in flight runs the handler too**, then finds
  *   the key held at its own commit: everything it wrote to the database
  *   rolls back and it replays the winner's outcome. Only for handlers whose

@@ -9,7 +9,7 @@ import { settleInTurn, type StatementResult, throwFirstFailure, type Transaction
  * `rollbackTransaction()`. TypeORM keeps its own transaction flags, and its
  * transaction subscribers and query logging see the module's statements.
  * Statements go one after another, unnamed: BEGIN and its isolation level
- * take a round trip each, the outcome (claimed first) and COMMIT another each.
+ * take a round trip each, the record and COMMIT another each.
  */
 export class TypeOrmDriver implements TransactionDriver {
   readonly pipelined = false;
