@@ -59,6 +59,8 @@ async function bootstrap(): Promise<void> {
       idempotency: {
         lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
         claim: claimFromEnv(),
+        // Behind a pooler that loses named statements the module finds out by itself; this only saves it the look.
+        preparedStatements: env.IDEMPOTENCY_PREPARED_STATEMENTS === undefined ? undefined : env.IDEMPOTENCY_PREPARED_STATEMENTS !== 'false',
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },
       },
       graphql: await DemoGraphqlModule.forAdapter(adapter),

@@ -1,4 +1,6 @@
-import { isConnectionLost } from './database-errors.js';
+import { asUnavailable, isConnectionLost } from './database-errors.js';
+import { isNamedStatementLost, unnamedAfter } from './driver/named-statements.js';
+import { IdempotencyDatabaseUnavailableException } from './idempotency.exceptions.js';
 
 /** A driver error as TypeORM wraps it: the pg error sits on `driverError`. */
 const wrapped = (code: string, message = 'failed') => Object.assign(new Error(message), { driverError: { code, message } });
@@ -23,5 +25,26 @@ describe('isConnectionLost', () => {
     ['an application error', new Error('order not found'), false],
   ])('%s', (_case, error, lost) => {
     expect(isConnectionLost(error)).toBe(lost);
+  });
+});
+
+describe('a named statement a pooler lost', () => {
+  const lost = Object.assign(new Error('prepared statement "idempotency.try-lock" does not exist'), { code: '26000' });
+  const mixedUp = Object.assign(new Error('prepared statement "idempotency.try-lock" already exists'), { code: '42P05' });
+
+  it.each([
+    ['does not exist (26000)', lost],
+    ['already exists (42P05), wrapped by TypeORM', wrapped('42P05')],
+  ])('is answered 503, retry with the same key: %s', (_case, error) => {
+    expect(isNamedStatementLost(error)).toBe(true);
+    expect(() => asUnavailable(error)).toThrow(IdempotencyDatabaseUnavailableException);
+  });
+
+  it('turns named statements off once, for every later statement', () => {
+    const options = { preparedStatements: true };
+    unnamedAfter(wrapped('23505'), options);
+    expect(options.preparedStatements).toBe(true);
+    unnamedAfter(mixedUp, options);
+    expect(options.preparedStatements).toBe(false);
   });
 });

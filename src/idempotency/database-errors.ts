@@ -1,4 +1,5 @@
 import { HttpException } from '@nestjs/common';
+import { isNamedStatementLost } from './driver/named-statements.js';
 import { IdempotencyDatabaseUnavailableException } from './idempotency.exceptions.js';
 import { KEY_HELD_AT_COMMIT } from './records/record.statements.js';
 
@@ -22,9 +23,13 @@ export function isConnectionLost(error: unknown): boolean {
   return failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
 }
 
-/** A lost database connection answers 503 with Retry-After, not a 500 that reads as final. */
+/**
+ * A lost database connection answers 503 with Retry-After, not a 500 that
+ * reads as final; so does a named statement a pooler lost, since the module
+ * sends its statements unnamed from then on and the retry goes through.
+ */
 export function asUnavailable(error: unknown): never {
-  throw isConnectionLost(error) && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
+  throw (isConnectionLost(error) || isNamedStatementLost(error)) && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
 }
 
 /** The claim waited its `lock_timeout` out on a concurrent owner's row. */

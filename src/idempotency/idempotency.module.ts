@@ -12,6 +12,7 @@ import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
+import { NamedStatementsProbe } from './driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
 import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
@@ -56,6 +57,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentMutationsValidator,
     GraphqlMutationFlow,
     IdempotencySchemaCheck,
+    NamedStatementsProbe,
     IdempotentMessageHandlers,
     LeaseStore,
     OperationRegistry,

@@ -75,11 +75,12 @@ export interface IdempotencyModuleOptions {
    */
   readFirst?: boolean;
   /**
-   * Whether the module sends its statements on the claim's connection as
-   * named prepared statements, parsed once per connection. Turn off behind a
-   * pooler that cannot keep them across its server connections: PgBouncer in
-   * transaction or statement mode before 1.21, or without
-   * `max_prepared_statements`. Default true.
+   * Whether the module sends its statements as named prepared statements,
+   * parsed once per connection. A check at startup turns them off behind a
+   * pooler that loses them between transactions (PgBouncer in transaction
+   * or statement mode before 1.21, or without `max_prepared_statements`),
+   * with a warning; so does such a loss later, which answers that one
+   * request 503. `false` starts unnamed and skips the check. Default true.
    */
   preparedStatements?: boolean;
   /**

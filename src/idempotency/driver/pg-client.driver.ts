@@ -1,5 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
+import { unnamedAfter } from './named-statements.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 const BEGIN = 'START TRANSACTION ISOLATION LEVEL READ COMMITTED';
@@ -93,7 +94,7 @@ export class PgClientDriver implements TransactionDriver {
     this.setTypeOrmState(true);
     const stream = this.client.connection!.stream!;
     stream.cork!();
-    this.opening = Promise.allSettled([BEGIN, ...statements].map((statement) => this.client.query<unknown>(this.asSent(statement))));
+    this.opening = Promise.allSettled([BEGIN, ...statements].map((statement) => this.send<unknown>(statement)));
     this.uncorkOpening = () => {
       this.uncorkOpening = undefined;
       stream.uncork!();
@@ -102,7 +103,7 @@ export class PgClientDriver implements TransactionDriver {
   }
 
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
-    const sent = this.client.query<Row>(this.asSent(statement));
+    const sent = this.send<Row>(statement);
     this.uncorkOpening?.();
     return sent;
   }
@@ -162,6 +163,14 @@ export class PgClientDriver implements TransactionDriver {
       stream.uncork!(); // before awaiting: uncorking is what sends them
     }
     return Promise.allSettled(sent);
+  }
+
+  /** Sends a statement as `preparedStatements` says; a named one a pooler lost turns them off for good (see named-statements.ts). */
+  private send<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    return this.client.query<Row>(this.asSent(statement)).catch((error: unknown) => {
+      unnamedAfter(error, this.options);
+      throw error;
+    });
   }
 
   /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */

@@ -1,0 +1,108 @@
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+
+/** "prepared statement … does not exist", "prepared statement … already exists": a named statement met another server connection. */
+const LOST_NAMED_STATEMENT = new Set(['26000', '42P05']);
+
+const logger = new Logger('Idempotency');
+
+/** The node-postgres Pool under TypeORM's postgres driver, as far as the probe uses it. */
+interface PgPool {
+  connect(): Promise<PgPoolClient>;
+  options?: { max?: number };
+}
+
+interface PgPoolClient {
+  query(statement: string | { name: string; text: string; values: unknown[] }): Promise<unknown>;
+  release(): void;
+}
+
+/**
+ * Whether the error says a named prepared statement went missing, or met a
+ * namesake, on the server: what a pooler in transaction mode that does not
+ * track prepared statements (PgBouncer before 1.21, or with
+ * `max_prepared_statements = 0`) does to them.
+ */
+export function isNamedStatementLost(error: unknown): boolean {
+  const failure = (error as { driverError?: { code?: unknown } }).driverError ?? (error as { code?: unknown });
+  return typeof failure?.code === 'string' && LOST_NAMED_STATEMENT.has(failure.code);
+}
+
+/**
+ * Turns named statements off for the rest of the process when `error` shows
+ * the connection path loses them; says so once, naming the option.
+ */
+export function unnamedAfter(error: unknown, options: { preparedStatements: boolean }): void {
+  if (!options.preparedStatements || !isNamedStatementLost(error)) return;
+  options.preparedStatements = false;
+  logger.warn(
+    `A named prepared statement was lost between transactions of one connection (${(error as Error).message}): a pooler in transaction mode, such as PgBouncer before 1.21, ` +
+      `sits between the app and PostgreSQL. The module sends its statements unnamed from now on; set preparedStatements: false to start that way.`,
+  );
+}
+
+/**
+ * At startup, finds out whether the module's named prepared statements
+ * survive the way to the database, and turns them off when they do not:
+ * behind PgBouncer in transaction mode without prepared-statement support,
+ * a statement prepared in one transaction is missing in the next one that
+ * lands on another server connection, and requests would fail now and then,
+ * which is the hardest failure to see in production.
+ *
+ * The probe prepares a statement of a name of its own in a transaction of one
+ * connection, holds a transaction open on a second (so a pooler hands the
+ * first another server connection, its most recently freed being taken),
+ * and runs the statement again on the first. Directly on PostgreSQL, or
+ * behind a pooler that keeps prepared statements, it runs; otherwise it
+ * fails with SQLSTATE 26000. A probe that cannot decide changes nothing, and
+ * a statement lost later still turns them off (`unnamedAfter`).
+ */
+@Injectable()
+export class NamedStatementsProbe implements OnModuleInit {
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    if (!this.options.preparedStatements || this.options.claimDriver !== 'pg') return;
+    const pool = (this.served.dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+    // Two connections at once: a pool of one would have the probe wait for itself.
+    if (typeof pool?.connect !== 'function' || (pool.options?.max ?? 10) < 2) return;
+    const lost = await probe(pool as PgPool).catch(() => undefined);
+    if (lost) unnamedAfter(lost, this.options);
+  }
+}
+
+/** The error of a named statement run again after another transaction held a server connection; undefined when it ran. */
+async function probe(pool: PgPool): Promise<unknown> {
+  const first = await pool.connect();
+  let second: PgPoolClient | undefined;
+  try {
+    // A name of its own, and none of the module's: nothing else ever runs it.
+    const statement = { name: `named-statements-probe-${randomBytes(6).toString('hex')}`, text: 'SELECT 1', values: [] };
+    await first.query('BEGIN');
+    await first.query(statement);
+    await first.query('COMMIT');
+    second = await pool.connect();
+    await second.query('BEGIN');
+    await second.query('SELECT 1');
+    await first.query('BEGIN');
+    try {
+      await first.query(statement);
+      return undefined;
+    } catch (error) {
+      return error;
+    } finally {
+      await first.query('ROLLBACK').catch(() => undefined);
+      await second.query('ROLLBACK').catch(() => undefined);
+      await first.query(`DEALLOCATE "${statement.name}"`).catch(() => undefined);
+    }
+  } finally {
+    first.release();
+    second?.release();
+  }
+}
