@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { type AttemptEvent, IdempotencyConfigurationError, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 /**
  * The two claim modes where they differ in what they do, and agree in what a
  * client sees: the races a claim at commit settles only at COMMIT, the cost
- * of a retry that finds no shortcut, and the adaptive switch between them.
+ * of a retry that finds no shortcut, and the modes it refuses.
  * Adapter-neutral but for the headers a losing handler set: that runs on both.
  */
 describe('claim modes', () => {
@@ -139,17 +139,12 @@ describe('claim modes', () => {
     expect(events.at(-1)).toMatchObject({ outcome: 'executed', claimed: 'first' });
   });
 
-  it('adaptive: claims at commit while keys are rarely held, and first once retries that reach the table are common', async () => {
-    const events: AttemptEvent[] = [];
-    const { url } = await start({ claim: 'adaptive', replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
-    const fresh = await post(url, '/entries/optional', newKey(), 'adaptive');
-    expect(fresh.status).toBe(201);
-    expect(events.at(-1)?.claimed).toBe('at-commit');
-    // Retries that miss the (disabled) cache find the key held, until the operation is judged likely replayed.
-    const key = newKey();
-    await post(url, '/entries/optional', key, 'adaptive');
-    for (let i = 0; i < 5; i++) await post(url, '/entries/optional', key, 'adaptive');
-    await post(url, '/entries/optional', newKey(), 'adaptive');
-    expect(events.at(-1)).toMatchObject({ outcome: 'executed', claimed: 'first' });
+  it.each([
+    ['the module', { claim: 'adaptive' }, 'IdempotencyModule'],
+    ['a typo', { claim: 'frist' }, 'IdempotencyModule'],
+  ])('refuses to start on a claim mode it does not have: %s', async (_case, options, where) => {
+    const booted = start(options as unknown as IdempotencyModuleOptions);
+    await expect(booted).rejects.toThrow(IdempotencyConfigurationError);
+    await expect(booted).rejects.toThrow(`${where}: claim must be 'first' (the default) or 'at-commit'`);
   });
 });

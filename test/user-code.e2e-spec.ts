@@ -82,7 +82,7 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     }
   });
 
-  describe.each(['first', 'at-commit', 'adaptive'])('a handler that writes the response itself, claimed %s', (claim) => {
+  describe.each(['first', 'at-commit'])('a handler that writes the response itself, claimed %s', (claim) => {
     it.each(['send', 'write', 'stream'])('gets a 500 problem and its writes roll back: %s', async (how) => {
       const label = unique(`raw-${how}`);
       for (let attempt = 0; attempt < 2; attempt++) {

@@ -12,7 +12,7 @@ import { startFakePaymentProvider, type FakePaymentProvider } from './payment-pr
 const logger = new Logger('Demo');
 const env = process.env;
 const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefined);
-const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit', 'adaptive'];
+const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit'];
 
 /** IDEMPOTENCY_CLAIM, checked: a typo must not silently run the default mode. */
 function claimFromEnv(): ClaimMode | undefined {

@@ -3,6 +3,7 @@ import type { IdempotencyEvent } from './events/idempotency-event.types.js';
 import type { ResolvedEncryptionOptions } from './outcome-codec.js';
 import { type EncryptionKey, masterKeys } from './encryption-keys.js';
 import type { FingerprintFields } from './request-fingerprint.js';
+import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
 export interface IdempotencyModuleOptions {
@@ -39,8 +40,8 @@ export interface IdempotencyModuleOptions {
   wait?: number;
   /**
    * When a one-transaction route claims its key: see `ClaimMode`. Default
-   * `'first'`, the only mode in which a concurrent or sequential retry never
-   * runs the handler again.
+   * `'first'`, the mode in which a concurrent or sequential retry never runs
+   * the handler again.
    */
   claim?: ClaimMode;
   /**
@@ -236,11 +237,21 @@ export interface IdempotentOptions {
  *   handler does (a call to a provider, an e-mail, a write outside the
  *   transaction) can happen once per concurrent duplicate. The module logs
  *   this at startup for each route that uses it.
- * - `'adaptive'` (opt-in): at commit while an operation's keys are rarely
- *   found held, first while they often are. It has the trade-off of
- *   `'at-commit'`: a duplicate may run the handler.
  */
-export type ClaimMode = 'first' | 'at-commit' | 'adaptive';
+export type ClaimMode = 'first' | 'at-commit';
+
+const CLAIM_MODES: readonly string[] = ['first', 'at-commit'] satisfies ClaimMode[];
+
+/**
+ * `claim`, checked where it is given: a typo, or `'adaptive'` (gone, since
+ * claimed first costs what at commit did), fails the boot rather than run
+ * another mode than the one asked for.
+ */
+export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
+  if (CLAIM_MODES.includes(claim as string)) return claim as ClaimMode;
+  const gone = claim === 'adaptive' ? " 'adaptive' is gone: 'first' writes the record once, with COMMIT, as 'at-commit' does, and never runs a duplicate." : '';
+  throw new IdempotencyConfigurationError(`${where}: claim must be 'first' (the default) or 'at-commit', got ${JSON.stringify(claim)}.${gone}`);
+}
 
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
@@ -284,7 +295,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
-    claim: options.claim ?? 'first',
+    claim: options.claim === undefined ? 'first' : checkedClaimMode(options.claim, 'IdempotencyModule'),
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,

@@ -1,7 +1,7 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { type AbstractHttpAdapter, Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from './idempotency.exceptions.js';
-import { type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { checkedClaimMode, type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from './idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from './graphql/graphql-call.js';
@@ -156,8 +156,8 @@ export class IdempotentRoutes {
     const tenantOf = this.options.tenant;
     const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
-    const claim = options.claim ?? this.options.claim;
-    if (claim !== 'first' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`, claim));
+    const claim = options.claim === undefined ? this.options.claim : checkedClaimMode(options.claim, where);
+    if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));
     return {
       operation,
       headerName: this.options.headerName,
@@ -204,9 +204,9 @@ export class IdempotentRoutes {
 }
 
 /** What a route that does not claim first gives up, said once when the route is first read (at startup). */
-function duplicatesRunNotice(route: string, claim: ClaimMode): string {
+function duplicatesRunNotice(route: string): string {
   return (
-    `${route} claims its key ${claim === 'at-commit' ? 'at commit' : 'adaptively (at commit while duplicates are rare)'}: a duplicate that arrives while the first ` +
+    `${route} claims its key at commit: a duplicate that arrives while the first ` +
     `request is in flight runs the handler too, and only its database writes roll back. Keep it for handlers whose every effect is a write in the request's ` +
     `transaction; claim: 'first' (the default) runs the handler once per key.`
   );

@@ -74,7 +74,7 @@ export class OneTransactionFlow {
   ) {}
 
   async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    const first = this.claimsFirst(id.operation, terms);
+    const first = this.claimsFirst(terms);
     const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
     let transaction: ClaimTransaction | undefined;
@@ -96,10 +96,8 @@ export class OneTransactionFlow {
     }
   }
 
-  /** Adaptive: at commit while the operation's keys are rarely found held (the same signal as the read-first replay). */
-  private claimsFirst(operation: string, terms: OneTransactionTerms): boolean {
-    const mode = terms.claim ?? this.options.claim;
-    return mode === 'first' || (mode === 'adaptive' && this.replays.likely(operation));
+  private claimsFirst(terms: OneTransactionTerms): boolean {
+    return (terms.claim ?? this.options.claim) === 'first';
   }
 
   /**

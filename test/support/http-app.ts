@@ -6,7 +6,7 @@ import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../sr
 /** The HTTP adapters every e2e suite runs on. */
 export const HTTP_ADAPTERS: readonly HttpAdapterName[] = ['express', 'fastify'];
 
-/** The claim modes the contract suites pin in turn (`adaptive` switches between them). */
+/** The claim modes the contract suites run in turn. */
 export const CLAIM_MODES = ['first', 'at-commit'] as const satisfies readonly ClaimMode[];
 
 /** A Nest app listening on a loopback port, so that concurrent requests are real connections. */

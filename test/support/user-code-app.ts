@@ -146,12 +146,6 @@ class UserCodeController {
     return this.writeRaw(body, res);
   }
 
-  @Post('raw/adaptive/:how')
-  @Idempotent({ claim: 'adaptive' })
-  rawAdaptive(@Body() body: Labelled & { how: string }, @Res({ passthrough: true }) res: AnyResponse) {
-    return this.writeRaw(body, res);
-  }
-
   private async writeRaw(body: Labelled & { how: string }, res: AnyResponse): Promise<void> {
     await this.rows.insert({ label: body.label });
     const raw = res.raw ?? (res as unknown as NodeJS.WritableStream & { write(chunk: string): unknown; end(): unknown });
