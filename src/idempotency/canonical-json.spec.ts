@@ -159,6 +159,8 @@ describe('canonical JSON (RFC 8785)', () => {
     );
     expect(canonicalJson({ twice: [shared, shared], none: { toJSON: () => undefined } })).toBe('{"twice":[{"n":1},{"n":1}]}');
     expect(canonicalJson(undefined)).toBeUndefined();
+    // Unwrapped to the end, as canonicalize 5 did, where JSON.stringify unwraps once.
+    expect(canonicalJson({ toJSON: () => ({ toJSON: () => 'inner' }) })).toBe('"inner"');
     const cycle: Record<string, unknown> = {};
     cycle.self = [cycle];
     expect(() => canonicalJson(cycle)).toThrow('Circular reference detected');

@@ -20,12 +20,13 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * their names, no whitespace. What I-JSON forbids throws: NaN, ±Infinity, a
  * string with a lone surrogate, and a cycle.
  *
- * Values that are not JSON are written as `JSON.stringify` writes them
- * (`toJSON()`, boxed primitives; `undefined`, functions and symbols dropped
- * from objects and null in arrays), and so as the `canonicalize` package
- * (5.x) wrote them: fingerprints recorded with it stay the same. It walks an
- * explicit stack, so that a body nested deeper than the call stack allows is
- * fingerprinted like any other.
+ * Values that are not JSON are written as the `canonicalize` package (5.x)
+ * wrote them, so that fingerprints recorded with it stay the same: as
+ * `JSON.stringify` writes them (`toJSON()`, boxed primitives; `undefined`,
+ * functions and symbols left out of objects and null in arrays), except that
+ * a `toJSON()` that returns another object with one is unwrapped again. It
+ * walks an explicit stack, so that a body nested deeper than the call stack
+ * allows is fingerprinted like any other.
  *
  * @example
  * canonicalJson({ b: [1e21, 'é'], a: 1.50 }); // '{"a":1.5,"b":[1e+21,"é"]}'
@@ -81,7 +82,7 @@ export function canonicalJson(value: unknown): string | undefined {
   return text;
 }
 
-/** A value's text once `toJSON()` and boxed primitives are unwrapped, as JSON.stringify unwraps them; or the container it opens. */
+/** A value's text once `toJSON()` (to the end of a chain of them) and boxed primitives are unwrapped; or the container it opens. */
 function written(value: unknown, path: Set<object>): string | undefined | OpenContainer {
   if (!isObject(value)) return primitiveText(value);
   let wrappers: object[] | undefined;
