@@ -53,4 +53,9 @@ describe('the README, held to what runs', () => {
     expect(e2eRecipe, 'a test/jest-e2e.json block').toBeDefined();
     expect(JSON.parse(cjsFixture('test/jest-e2e.json'))).toMatchObject(JSON.parse(e2eRecipe));
   });
+
+  it('tests a route with the testing kit in code that the CommonJS fixture runs as it is', () => {
+    const [example] = codeBlocks(section('## Testing your routes'), 'ts');
+    expect(cjsFixture('test/transfers.kit.e2e-spec.ts')).toContain(example);
+  });
 });
