@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyEventLog } from './events/idempotency-event-log.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
@@ -10,7 +10,7 @@ import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-import { resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
+import { type IdempotencyModuleOptions, resolveModuleOptions, type ResolvedModuleOptions } from './idempotency.options.js';
 import { IdempotencyReaper } from './idempotency.reaper.js';
 import { NamedStatementsProbe } from './driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
@@ -79,4 +79,10 @@ import { TransactionHost } from './transaction-host.js';
   // them in the module of each controller that uses them, from what that module can see.
   exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade],
 })
-export class IdempotencyModule extends ConfigurableIdempotencyModule {}
+export class IdempotencyModule extends ConfigurableIdempotencyModule {
+  /** The module with these options; every option has a default, so `IdempotencyModule.forRoot()` runs with them all. */
+  static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
+    // The builder's forRoot() requires its argument, and reads its keys.
+    return super.forRoot(options);
+  }
+}

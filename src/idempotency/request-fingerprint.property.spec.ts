@@ -8,7 +8,7 @@ const operation = 'POST /orders';
 type Pick = (size: number) => number;
 
 /**
- * RFC 8785, written independently of the `canonicalize` package: members
+ * RFC 8785, written independently of canonical-json.ts: members
  * sorted by UTF-16 code units, numbers and strings as ECMAScript prints them.
  */
 function canonicalJson(value: JsonValue): string {

@@ -10,6 +10,28 @@ describe('request fingerprint', () => {
     expect(fingerprintOf(request({ sku: 'a' }))).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  // Recorded with the canonicalize package (5.1.0) before the module canonicalised on its own: records keep replaying.
+  it.each([
+    ['an order', 'POST /orders', { params: {}, query: {}, body: { sku: 'book-42', quantity: 2 } }, '84bfafade689b44eab7fb6069897f609895dc3bdfcd40f9c250be5d0bd16b5c5'],
+    [
+      'numbers in exponent form and -0',
+      'POST /payments',
+      { params: { id: '7' }, query: { dryRun: 'true' }, body: { amount: 12.5, currency: 'EUR', meta: { b: [1e21, 1e-7, -0], a: null } } },
+      'cd996a3e1b1c8068e2123837bc75d26421885553607b7e03ca17c00021c087c5',
+    ],
+    [
+      'non-ASCII names and escapes',
+      'POST /notes',
+      { params: {}, query: {}, body: { é: 'crème brûlée', '\ud83d\ude02': 'emoji', '\ufb33': 'dalet', note: 'line\nbreak\u2028tab\t"quoted"' } },
+      '7ee3573260d0161d7a1aa80b6148137e5a19eecef7ab7c3767755ae3e6f1084c',
+    ],
+    ['GraphQL arguments', 'createOrder', { input: { sku: 'x', tags: ['a', 'b'], price: 333333333.33333329 } }, 'bf62c3e517dbbc13214feab92264152225ee7f313f326fc1dcfe6c323c66f199'],
+    ['no fields', 'POST /orders', undefined, 'cbbb2090ae97972a0ed714e04b86319469f597d286836a23c6ebf3d6ac2d1469'],
+    ['a function’s value with a Date and an undefined member', 'POST /orders', { day: new Date(Date.UTC(2026, 0, 2)), sku: 'a', draft: undefined }, '86bd07ab03460517c7ff39490b8339c6c7bae3accc70b4db67166770d30f99f8'],
+  ])('keeps the fingerprint recorded before for %s', (_case, operationName, fields, recorded) => {
+    expect(fingerprintRequest(operationName, fields)).toBe(recorded);
+  });
+
   it('writes as JSON what no canonical form holds: a fingerprint function’s value never takes the cache’s shortcut', () => {
     // NaN comes from no parser, but a function may return it: JSON writes null, the canonical form refuses it.
     expect(fieldsJsonOf({ n: NaN })).toBe(fieldsJsonOf({ n: null }));

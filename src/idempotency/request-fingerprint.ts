@@ -1,5 +1,5 @@
-import canonicalize from 'canonicalize';
 import { hash } from 'node:crypto';
+import { canonicalJson } from './canonical-json.js';
 
 /** The parts of a request that can define an operation. */
 interface FingerprintSource {
@@ -22,7 +22,7 @@ export type FingerprintFields = readonly string[] | { exclude: readonly string[]
  * chosen fields: key order, whitespace and number spelling do not matter.
  */
 export function fingerprintRequest(operation: string, fields: unknown): string {
-  return hash('sha256', canonicalize({ operation, fields }) ?? '');
+  return hash('sha256', canonicalJson({ operation, fields }) ?? '');
 }
 
 /**

@@ -1,8 +1,8 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { Outbox } from './outbox.js';
 import { ConfigurableOutboxModule, OUTBOX_MODULE_OPTIONS } from './outbox.module-definition.js';
-import { resolveOutboxOptions } from './outbox.options.js';
+import { type OutboxModuleOptions, resolveOutboxOptions } from './outbox.options.js';
 import { OutboxReaping } from './outbox.reaping.js';
 import { OutboxRelay } from './outbox.relay.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
@@ -30,4 +30,10 @@ import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
   ],
   exports: [Outbox, OutboxRelay, OutboxReaping],
 })
-export class IdempotencyOutboxModule extends ConfigurableOutboxModule {}
+export class IdempotencyOutboxModule extends ConfigurableOutboxModule {
+  /** The outbox with these options; every option has a default, so `IdempotencyOutboxModule.forRoot()` writes events that another process delivers. */
+  static forRoot(options: OutboxModuleOptions = {}): DynamicModule {
+    // The builder's forRoot() requires its argument, and reads its keys.
+    return super.forRoot(options);
+  }
+}

@@ -1,0 +1,61 @@
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { createScratchDatabase } from '../src/testing/index.js';
+
+const readme = readFileSync('README.md', 'utf8');
+const cjsFixture = (path: string) => readFileSync(`test/fixtures/cjs-app/${path}`, 'utf8');
+
+/** The README's text under a heading, up to the next heading of the same level or above outside a code block. */
+function section(heading: string): string {
+  const lines = readme.split('\n');
+  const start = lines.indexOf(heading);
+  if (start < 0) throw new Error(`the README has no heading ${heading}`);
+  let fenced = false;
+  for (let at = start + 1; at < lines.length; at++) {
+    if (lines[at].trimStart().startsWith('```')) fenced = !fenced;
+    else if (!fenced && /^#+ /.test(lines[at]) && lines[at].indexOf(' ') <= heading.indexOf(' ')) return lines.slice(start, at).join('\n');
+  }
+  return lines.slice(start).join('\n');
+}
+
+/** The code blocks of a language in a text, without their fences and with the indentation of a list item taken off. */
+function codeBlocks(text: string, language: string): string[] {
+  return [...text.matchAll(new RegExp(`^( *)\`\`\`${language}\\n([\\s\\S]*?)^\\1\`\`\`$`, 'gm'))].map(([, indent, body]) =>
+    body.replace(new RegExp(`^${indent}`, 'gm'), ''),
+  );
+}
+
+// The CommonJS fixture is an app of the Nest template's shape; `npm run test:consumers` runs it on the packed package.
+describe('the README, held to what runs', () => {
+  it('names every table the migrations create where it tells how to install them', async () => {
+    const db = await createScratchDatabase(process.env.DATABASE_URL!, { prefix: 'readme' });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations' ORDER BY tablename`);
+      const tables = rows.map(({ tablename }) => tablename as string);
+      expect(tables).toContain('idempotency_records');
+      const install = section('## Install');
+      expect(tables.filter((table) => !install.includes(`\`${table}\``))).toEqual([]);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+
+  it('gives the Jest recipe for both configs of the CommonJS template, as the CommonJS fixture applies it', () => {
+    const moduleFormat = section('### Module format: ESM, and CommonJS apps');
+    const [unitRecipe] = codeBlocks(moduleFormat, 'ts');
+    const unitConfig = cjsFixture('jest.config.ts').replace(/\s+/g, ' ');
+    for (const line of unitRecipe.split('\n').filter((line) => line.trim() !== '')) expect(unitConfig).toContain(line.trim());
+    expect(moduleFormat).toContain('test/jest-e2e.json');
+    const [e2eRecipe] = codeBlocks(moduleFormat, 'json');
+    expect(e2eRecipe, 'a test/jest-e2e.json block').toBeDefined();
+    expect(JSON.parse(cjsFixture('test/jest-e2e.json'))).toMatchObject(JSON.parse(e2eRecipe));
+  });
+
+  it('tests a route with the testing kit in code that the CommonJS fixture runs as it is', () => {
+    const [example] = codeBlocks(section('## Testing your routes'), 'ts');
+    expect(cjsFixture('test/transfers.kit.e2e-spec.ts')).toContain(example);
+  });
+});
