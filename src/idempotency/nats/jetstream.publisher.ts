@@ -51,6 +51,10 @@ export class JetStreamPublisher implements OutboxPublisher {
    * with backoff (a warning per failed attempt), so an app started before
    * its broker starts; its events wait in the outbox meanwhile. Once
    * connected, the NATS client reconnects by itself.
+   *
+   * `servers` is one URL, a list, or a comma-separated string: list a
+   * cluster's servers, and the client connects to any that answers and
+   * fails over to the others.
    */
   static async connect(options: JetStreamPublisherOptions & { servers: string | string[]; connection?: Omit<NodeConnectionOptions, 'servers'> }): Promise<JetStreamPublisher> {
     const publisher = new JetStreamPublisher(options, true);

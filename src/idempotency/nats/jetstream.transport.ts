@@ -9,7 +9,11 @@ import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 export interface JetStreamTransportOptions {
-  /** NATS servers, e.g. `nats://127.0.0.1:4222`. */
+  /**
+   * NATS servers: one URL, a list, or a comma-separated string, e.g.
+   * `nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222` for a
+   * cluster. The client connects to any that answers and fails over to the others.
+   */
   servers: string | string[];
   /** Further NATS connection options. */
   connection?: Omit<NodeConnectionOptions, 'servers'>;

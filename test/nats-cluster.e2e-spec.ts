@@ -1,0 +1,97 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../src/demo/database/embedded-postgres.js';
+import { JetStreamPublisher } from '../src/idempotency/nats/index.js';
+import { ACME } from './support/demo.js';
+import { type ChildDemo, type DemoProcess, startDemoProcess, startWorkerProcess } from './support/demo-process.js';
+import { natsAdmin, uniqueNames } from './support/nats.js';
+import { type PrivateNatsCluster, startPrivateNatsCluster } from './support/nats-cluster.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/**
+ * Delivery against a 3-node JetStream cluster on loopback, started from the
+ * machine's nats-server: the demo is given every node's URL, the library
+ * creates the stream with 3 replicas, and orders ship exactly once while
+ * the stream's leader is killed and another node restarts. Skipped, with a
+ * line saying so, without a nats-server binary.
+ */
+const cluster = await startPrivateNatsCluster(3);
+if (!cluster) console.log('skipping the NATS cluster suite: no nats-server on PATH (or at NATS_SERVER_BINARY) to start a cluster');
+const describeWithCluster = cluster ? describe : describe.skip;
+
+describeWithCluster('delivery through a NATS cluster', () => {
+  const nats = cluster as PrivateNatsCluster;
+  let db: TestDatabase;
+  let admin: Awaited<ReturnType<typeof natsAdmin>>;
+  const processes: ChildDemo[] = [];
+
+  const delivery = (label: string, env: Record<string, string> = {}) => {
+    const names = uniqueNames(label);
+    return {
+      DATABASE_URL: db.url,
+      NATS_URL: nats.urls.join(','),
+      NATS_STREAM: names.stream,
+      NATS_SUBJECT_PREFIX: names.subjectPrefix,
+      NATS_DURABLE: names.durable,
+      FULFILMENT_ACK_WAIT_MS: '2000',
+      REAPER_INTERVAL_MS: '0',
+      TENANT_RATE_LIMIT: '0',
+      ...env,
+    };
+  };
+  const started = <T extends ChildDemo>(child: T) => (processes.push(child), child);
+  const createOrder = async (demo: DemoProcess, key: string) => {
+    const response = await fetch(`${demo.url}/orders`, {
+      method: 'POST',
+      headers: { authorization: ACME, 'idempotency-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ sku: `sku-${key}`, quantity: 1 }),
+    });
+    expect(response.status).toBe(201);
+    return ((await response.json()) as { id: string }).id;
+  };
+  const createOrders = (demo: DemoProcess, label: string, count: number) => Promise.all(Array.from({ length: count }, (_, i) => createOrder(demo, `${label}-${i}`)));
+  /** Shipments per order, 0 for one not shipped yet. */
+  const shipmentsOf = async (orderIds: string[]) => {
+    const rows = await db.query<{ order_id: string; n: string }>(`SELECT order_id, count(*) AS n FROM shipments WHERE order_id = ANY($1) GROUP BY order_id`, [orderIds]);
+    return orderIds.map((id) => Number(rows.find((row) => row.order_id === id)?.n ?? 0));
+  };
+  const allShipped = async (orderIds: string[]) => (await shipmentsOf(orderIds)).every((n) => n >= 1);
+  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+      await sleep(100);
+    }
+  };
+  const alive = (child: ChildDemo) => child.child.exitCode === null && child.child.signalCode === null;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    admin = await natsAdmin(nats.urls);
+  });
+  afterEach(async () => {
+    for (const child of processes.splice(0)) if (alive(child)) await child.kill();
+  });
+  afterAll(async () => {
+    await admin?.close();
+    await nats.dispose();
+    await db?.drop();
+  });
+
+  it('NATS_URL takes a comma-separated list: the demo ships through its first server while the last one is down', async () => {
+    const down = `nats://127.0.0.1:${await freePort()}`;
+    const demo = started(await startDemoProcess(delivery('list', { NATS_URL: `${nats.urls[0]},${down}` })));
+    const orders = await createOrders(demo, 'list', 1);
+    await until('the order is shipped', () => allShipped(orders));
+  }, 60_000);
+
+  it('the publisher takes `servers` as a comma-separated string too, and connects through any server in it', async () => {
+    const down = `nats://127.0.0.1:${await freePort()}`;
+    const names = uniqueNames('servers');
+    const publisher = await JetStreamPublisher.connect({ servers: `${nats.urls[0]},${down}`, stream: { name: names.stream, subjects: [`${names.subjectPrefix}.>`] } });
+    try {
+      await until('the publisher is connected', async () => publisher.connection !== undefined, 10_000);
+    } finally {
+      await publisher.close();
+    }
+  });
+});
