@@ -94,4 +94,17 @@ describeWithCluster('delivery through a NATS cluster', () => {
       await publisher.close();
     }
   });
+
+  it('creates a missing stream with the replicas asked for, one copy on each node', async () => {
+    const names = uniqueNames('replicas');
+    const publisher = await JetStreamPublisher.connect({ servers: nats.urls, stream: { name: names.stream, subjects: [`${names.subjectPrefix}.>`], replicas: 3 } });
+    try {
+      await until('the publisher is connected', async () => publisher.connection !== undefined, 10_000);
+      const { config, cluster: placement } = await admin.stream(names.stream);
+      expect(config.num_replicas).toBe(3);
+      expect([placement?.leader, ...(placement?.replicas ?? []).map((replica) => replica.name)].sort()).toEqual(nats.nodes.map((node) => node.name).sort());
+    } finally {
+      await publisher.close();
+    }
+  });
 });

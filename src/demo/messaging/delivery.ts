@@ -6,6 +6,8 @@ export interface DeliveryOptions {
   natsServers?: string[];
   /** The stream, created on connecting when missing. */
   stream: string;
+  /** Copies of the stream it is created with, one per server of a cluster (default the library's, 1). */
+  streamReplicas?: number;
   /** Subjects are `${subjectPrefix}.${event type}`, e.g. `demo.order.created`. */
   subjectPrefix: string;
   /** Durable consumer name prefix of the fulfilment consumer. */
@@ -40,6 +42,7 @@ export function deliveryFromEnv(env: NodeJS.ProcessEnv = process.env): DeliveryO
   return {
     natsServers: natsServersOf(env.NATS_URL),
     stream: env.NATS_STREAM ?? 'DEMO_EVENTS',
+    streamReplicas: env.NATS_STREAM_REPLICAS ? Number(env.NATS_STREAM_REPLICAS) : undefined,
     subjectPrefix: env.NATS_SUBJECT_PREFIX ?? 'demo',
     durable: env.NATS_DURABLE ?? 'fulfilment',
     relay: on(env.OUTBOX_RELAY, true),
@@ -55,7 +58,7 @@ export function deliveryFromEnv(env: NodeJS.ProcessEnv = process.env): DeliveryO
 
 /** The stream and subjects of the demo's events. */
 export function streamOf(delivery: DeliveryOptions) {
-  return { name: delivery.stream, subjects: [`${delivery.subjectPrefix}.>`] };
+  return { name: delivery.stream, subjects: [`${delivery.subjectPrefix}.>`], replicas: delivery.streamReplicas };
 }
 
 /** The outbox module's options: a JetStream publisher where this process relays, none otherwise. */

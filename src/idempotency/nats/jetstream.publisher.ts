@@ -3,7 +3,7 @@ import { JetStreamApiError, jetstream, type JetStreamClient } from '@nats-io/jet
 import { headers as natsHeaders, InvalidArgumentError, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import { OPERATION_ID_HEADER } from '../messaging/idempotent-message.js';
 import { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from '../outbox/outbox-publisher.js';
-import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 /** The header with the event's type. */
@@ -43,7 +43,9 @@ export class JetStreamPublisher implements OutboxPublisher {
   private constructor(
     private readonly options: JetStreamPublisherOptions,
     private readonly ownsConnection: boolean,
-  ) {}
+  ) {
+    checkStreamOptions(options.stream);
+  }
 
   /**
    * Connects to NATS and creates the stream when missing. When no server
@@ -104,7 +106,7 @@ export class JetStreamPublisher implements OutboxPublisher {
 
   /** Creates the stream when missing; publishes go out from then on. */
   private async setUp(connection: NatsConnection): Promise<void> {
-    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name} (${this.options.stream.subjects.join(', ')})`);
+    await ensureStream(connection, this.options.stream, this.logger);
     this.established = { connection, client: jetstream(connection) };
   }
 

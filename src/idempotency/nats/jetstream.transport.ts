@@ -5,7 +5,7 @@ import { type CustomTransportStrategy, Server } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { IdempotentMessageError } from '../messaging/message.errors.js';
 import { JetStreamContext } from './jetstream.context.js';
-import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 export interface JetStreamTransportOptions {
@@ -70,6 +70,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
 
   constructor(private readonly options: JetStreamTransportOptions) {
     super();
+    checkStreamOptions(options.stream);
   }
 
   /** Returns once connected and consuming, or once the first attempt failed (it goes on trying then). */
@@ -109,7 +110,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
 
   /** Creates the stream and each pattern's durable consumer when missing, then starts pulling; idempotent, so a failed attempt just runs again. */
   private async setUp(connection: NatsConnection, patterns: string[]): Promise<void> {
-    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name}`);
+    await ensureStream(connection, this.options.stream, this.logger);
     const consumers: Array<{ pattern: string; name: string; consumer: Consumer }> = [];
     for (const pattern of patterns) consumers.push({ pattern, ...(await this.consumerOf(connection, pattern)) });
     // Only now, with every consumer there: a failed attempt leaves nothing pulling.
