@@ -8,6 +8,9 @@ import { JetStreamContext } from './jetstream.context.js';
 import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
+/** A pull left at a consumer leader that died is noticed after two missed heartbeats, half this each: 10 s, not the client's 30 s, resumes within about 10 s. */
+const PULL_EXPIRES_MS = 10_000;
+
 export interface JetStreamTransportOptions {
   /**
    * NATS servers: one URL, a list, or a comma-separated string, e.g.
@@ -141,7 +144,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
   /** Starts pulling from the consumer into the handler; `loop` ends once stopped and drained. */
   private async consume(pattern: string, name: string, consumer: Consumer): Promise<{ loop: Promise<void> }> {
     const concurrency = Math.max(1, this.options.concurrency ?? 1);
-    const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2) });
+    const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2), expires: PULL_EXPIRES_MS });
     this.subscriptions.push(messages);
     this.logger.log(`consuming ${pattern} from ${this.options.stream.name} as ${name}`);
     const loop = (async () => {
