@@ -62,7 +62,7 @@ export class AppModule implements NestModule {
         IdempotencyMetricsModule.forRoot(),
         HealthModule,
         OrdersModule,
-        ...(options.delivery?.natsUrl && options.delivery.consumer ? [FulfilmentModule] : []),
+        ...(options.delivery?.natsServers && options.delivery.consumer ? [FulfilmentModule] : []),
         PaymentsModule.forRoot({ url: options.paymentProviderUrl, timeoutMs: options.paymentTimeoutMs }),
         ...(options.graphql ? [options.graphql] : []),
         ...(rateLimited ? [TenantRateLimitGuard.module({ limit: rateLimit, redisUrl: options.redisUrl ?? process.env.REDIS_URL })] : []),

@@ -69,13 +69,13 @@ async function bootstrap(): Promise<void> {
   const app = await NestFactory.create(appModule, createHttpAdapter(adapter));
   configureHttp(app, adapter);
   serveOpenApi(app);
-  if (!delivery.natsUrl) logger.log(DELIVERY_OFF_MESSAGE);
+  if (!delivery.natsServers) logger.log(DELIVERY_OFF_MESSAGE);
   else if (delivery.consumer) {
     // Not inheriting the app's config: its API-key guard and rate limit are for HTTP requests.
     app.connectMicroservice({ strategy: await fulfilmentTransport(delivery) });
     await app.startAllMicroservices();
   }
-  if (delivery.natsUrl) logger.log(`Event delivery through NATS JetStream at ${delivery.natsUrl}: relay ${delivery.relay ? 'on' : 'off'}, fulfilment consumer ${delivery.consumer ? 'on' : 'off'}`);
+  if (delivery.natsServers) logger.log(`Event delivery through NATS JetStream at ${delivery.natsServers.join(', ')}: relay ${delivery.relay ? 'on' : 'off'}, fulfilment consumer ${delivery.consumer ? 'on' : 'off'}`);
   const port = Number(env.PORT ?? 3000);
   await app.listen(port, env.HOST ?? '127.0.0.1');
   logger.log(`Orders demo listening on ${await app.getUrl()} (${adapter})`);

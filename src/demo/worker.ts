@@ -15,8 +15,8 @@ const env = process.env;
 async function bootstrap(): Promise<void> {
   const databaseUrl = env.DATABASE_URL;
   const delivery = deliveryFromEnv();
-  if (!databaseUrl || !delivery.natsUrl) {
-    logger.error(`The worker needs DATABASE_URL (the demo's database) and NATS_URL. ${delivery.natsUrl ? '' : DELIVERY_OFF_MESSAGE}`);
+  if (!databaseUrl || !delivery.natsServers) {
+    logger.error(`The worker needs DATABASE_URL (the demo's database) and NATS_URL. ${delivery.natsServers ? '' : DELIVERY_OFF_MESSAGE}`);
     process.exit(2);
   }
   const module = WorkerModule.forRoot({ databaseUrl, delivery });
@@ -29,7 +29,7 @@ async function bootstrap(): Promise<void> {
     app = await NestFactory.createApplicationContext(module);
     await app.init();
   }
-  logger.log(`Worker running: relay ${delivery.relay ? 'on' : 'off'}, fulfilment consumer ${delivery.consumer ? 'on' : 'off'} (NATS ${delivery.natsUrl})`);
+  logger.log(`Worker running: relay ${delivery.relay ? 'on' : 'off'}, fulfilment consumer ${delivery.consumer ? 'on' : 'off'} (NATS ${delivery.natsServers.join(', ')})`);
 
   const shutdown = async (signal: string) => {
     logger.log(`${signal}: stopping`);

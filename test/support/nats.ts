@@ -36,13 +36,15 @@ export function uniqueNames(label: string) {
   return { stream: `T_${suffix}`.toUpperCase(), subjectPrefix: `t_${suffix}`, durable: `d_${suffix}` };
 }
 
-/** Stream helpers over a connection of the test's own. */
-export async function natsAdmin(url = NATS_URL) {
-  const connection: NatsConnection = await connect({ servers: url });
+/** Stream helpers over a connection of the test's own, to one server or any of a cluster's. */
+export async function natsAdmin(servers: string | string[] = NATS_URL) {
+  const connection: NatsConnection = await connect({ servers });
   const manager = await jetstreamManager(connection);
   return {
     /** Messages stored in the stream. */
     messages: async (stream: string) => (await manager.streams.info(stream)).state.messages,
+    /** Its configuration (`num_replicas`) and, on a cluster, its leader and replicas. */
+    stream: (stream: string) => manager.streams.info(stream),
     consumer: (stream: string, name: string) => manager.consumers.info(stream, name),
     deleteStream: (stream: string) => manager.streams.delete(stream).catch(() => false),
     close: () => connection.close(),

@@ -3,7 +3,7 @@ import { JetStreamApiError, jetstream, type JetStreamClient } from '@nats-io/jet
 import { headers as natsHeaders, InvalidArgumentError, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import { OPERATION_ID_HEADER } from '../messaging/idempotent-message.js';
 import { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from '../outbox/outbox-publisher.js';
-import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
 /** The header with the event's type. */
@@ -43,7 +43,9 @@ export class JetStreamPublisher implements OutboxPublisher {
   private constructor(
     private readonly options: JetStreamPublisherOptions,
     private readonly ownsConnection: boolean,
-  ) {}
+  ) {
+    checkStreamOptions(options.stream);
+  }
 
   /**
    * Connects to NATS and creates the stream when missing. When no server
@@ -51,6 +53,10 @@ export class JetStreamPublisher implements OutboxPublisher {
    * with backoff (a warning per failed attempt), so an app started before
    * its broker starts; its events wait in the outbox meanwhile. Once
    * connected, the NATS client reconnects by itself.
+   *
+   * `servers` is one URL, a list, or a comma-separated string: list a
+   * cluster's servers, and the client connects to any that answers and
+   * fails over to the others.
    */
   static async connect(options: JetStreamPublisherOptions & { servers: string | string[]; connection?: Omit<NodeConnectionOptions, 'servers'> }): Promise<JetStreamPublisher> {
     const publisher = new JetStreamPublisher(options, true);
@@ -100,7 +106,7 @@ export class JetStreamPublisher implements OutboxPublisher {
 
   /** Creates the stream when missing; publishes go out from then on. */
   private async setUp(connection: NatsConnection): Promise<void> {
-    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name} (${this.options.stream.subjects.join(', ')})`);
+    await ensureStream(connection, this.options.stream, this.logger);
     this.established = { connection, client: jetstream(connection) };
   }
 

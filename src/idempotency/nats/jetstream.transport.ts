@@ -5,11 +5,18 @@ import { type CustomTransportStrategy, Server } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { IdempotentMessageError } from '../messaging/message.errors.js';
 import { JetStreamContext } from './jetstream.context.js';
-import { ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
+import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 
+/** A pull left at a consumer leader that died is noticed after two missed heartbeats, half this each: 10 s, not the client's 30 s, resumes within about 10 s. */
+const PULL_EXPIRES_MS = 10_000;
+
 export interface JetStreamTransportOptions {
-  /** NATS servers, e.g. `nats://127.0.0.1:4222`. */
+  /**
+   * NATS servers: one URL, a list, or a comma-separated string, e.g.
+   * `nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222` for a
+   * cluster. The client connects to any that answers and fails over to the others.
+   */
   servers: string | string[];
   /** Further NATS connection options. */
   connection?: Omit<NodeConnectionOptions, 'servers'>;
@@ -66,6 +73,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
 
   constructor(private readonly options: JetStreamTransportOptions) {
     super();
+    checkStreamOptions(options.stream);
   }
 
   /** Returns once connected and consuming, or once the first attempt failed (it goes on trying then). */
@@ -105,7 +113,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
 
   /** Creates the stream and each pattern's durable consumer when missing, then starts pulling; idempotent, so a failed attempt just runs again. */
   private async setUp(connection: NatsConnection, patterns: string[]): Promise<void> {
-    if ((await ensureStream(connection, this.options.stream)) === 'created') this.logger.log(`created stream ${this.options.stream.name}`);
+    await ensureStream(connection, this.options.stream, this.logger);
     const consumers: Array<{ pattern: string; name: string; consumer: Consumer }> = [];
     for (const pattern of patterns) consumers.push({ pattern, ...(await this.consumerOf(connection, pattern)) });
     // Only now, with every consumer there: a failed attempt leaves nothing pulling.
@@ -136,7 +144,7 @@ export class JetStreamTransport extends Server implements CustomTransportStrateg
   /** Starts pulling from the consumer into the handler; `loop` ends once stopped and drained. */
   private async consume(pattern: string, name: string, consumer: Consumer): Promise<{ loop: Promise<void> }> {
     const concurrency = Math.max(1, this.options.concurrency ?? 1);
-    const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2) });
+    const messages = await consumer.consume({ max_messages: Math.max(10, concurrency * 2), expires: PULL_EXPIRES_MS });
     this.subscriptions.push(messages);
     this.logger.log(`consuming ${pattern} from ${this.options.stream.name} as ${name}`);
     const loop = (async () => {

@@ -10,8 +10,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const RETRY_BASE_MS = 500;
 const RETRY_MAX_MS = 10_000;
 
+/**
+ * Every server of `servers`, which may be one URL, a list, or a
+ * comma-separated string of URLs (as NATS's Go client and CLI take one).
+ * The JavaScript client takes a string as one server, and of
+ * `nats://a:4222,nats://b:4222` would keep only the last.
+ */
+function serverList(servers: string | string[]): string[] {
+  return [servers]
+    .flat()
+    .flatMap((entry) => entry.split(','))
+    .map((server) => server.trim())
+    .filter(Boolean);
+}
+
 export interface RetriedConnectionOptions {
-  /** Passed to `connect()`; by default the connection reconnects for ever once established. */
+  /** Passed to `connect()`, its servers through `serverList()`; by default the connection reconnects for ever once established. */
   connection: NodeConnectionOptions & { servers: string | string[] };
   /** Runs on every new connection before it is handed out (the stream, the consumers), so it must be idempotent. */
   setUp: (connection: NatsConnection) => Promise<void>;
@@ -36,7 +50,8 @@ export interface RetriedConnection {
  */
 export function connectWithRetry(options: RetriedConnectionOptions): RetriedConnection {
   const { signal, logger } = options;
-  const servers = [options.connection.servers].flat().join(', ');
+  const connectionOptions = { maxReconnectAttempts: -1, reconnectTimeWait: 500, ...options.connection, servers: serverList(options.connection.servers) };
+  const servers = connectionOptions.servers.join(', ');
   let firstAttemptDone!: () => void;
   const firstAttempt = new Promise<void>((resolve) => (firstAttemptDone = resolve));
   const retryAfter = async (attempt: number, failure: string, error: unknown) => {
@@ -49,7 +64,7 @@ export function connectWithRetry(options: RetriedConnectionOptions): RetriedConn
     for (let attempt = 1; !signal.aborted; attempt++) {
       let connection: NatsConnection;
       try {
-        connection = await connect({ maxReconnectAttempts: -1, reconnectTimeWait: 500, ...options.connection });
+        connection = await connect(connectionOptions);
       } catch (error) {
         await retryAfter(attempt, `NATS at ${servers} is not reachable`, error);
         continue;
