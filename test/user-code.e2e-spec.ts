@@ -182,6 +182,13 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       expect(await rowsLabelled(`${label}:%`)).toEqual(['a', 'a:inner', 'b', 'b:inner', 'c', 'c:inner'].map((part) => `${label}:${part}`));
     });
 
+    it('refuses a joined transaction() that asks for a stricter isolation than the request’s, rather than run it weaker', async () => {
+      const label = unique('serializable');
+      const answer = await post(one, 'units/serializable', label, { label });
+      expect(answer.status).toBe(500);
+      expect(await rowsLabelled(label)).toEqual([]);
+    });
+
     it('lets a handler catch a unique violation and carry on', async () => {
       const label = unique('caught');
       await db.query(`INSERT INTO user_rows (label) VALUES ($1)`, [label]);

@@ -75,7 +75,10 @@ export class RequestTransaction {
       Object.defineProperty(manager, name, {
         configurable: true,
         writable: true,
-        value: (...args: unknown[]) => transaction.unit(() => method.apply(manager, args)),
+        value: (...args: unknown[]) => {
+          if (name === 'transaction' && units.getStore() !== transaction) refuseStricterIsolation(args[0]);
+          return transaction.unit(() => method.apply(manager, args));
+        },
       });
     }
     byRunner.set(runner, transaction);
@@ -137,4 +140,19 @@ export class RequestTransaction {
       throw error;
     }
   }
+}
+
+/**
+ * A `transaction()` that asks for REPEATABLE READ or SERIALIZABLE: without
+ * the module it would get a transaction of that level; joined, it is a
+ * savepoint of the request's READ COMMITTED transaction, which PostgreSQL
+ * cannot raise. Refused rather than run weaker than asked.
+ */
+function refuseStricterIsolation(isolation: unknown): void {
+  if (isolation !== 'REPEATABLE READ' && isolation !== 'SERIALIZABLE') return;
+  throw new Error(
+    `transaction('${isolation}', …) inside an @Idempotent() request joins the request's READ COMMITTED transaction as a savepoint, ` +
+      `and PostgreSQL cannot raise the isolation level of a running transaction. Run it in a transaction of its own with ` +
+      `TransactionHost.outside(() => dataSource.transaction('${isolation}', …)) (it then commits apart from the recorded outcome), or drop the level.`,
+  );
 }

@@ -220,6 +220,14 @@ class UserCodeController {
     return { label: body.label };
   }
 
+  /** Asks for a SERIALIZABLE transaction, which a savepoint of the request's cannot be. */
+  @Post('units/serializable')
+  @Idempotent()
+  async serializable(@Body() body: Labelled) {
+    await this.dataSource.transaction('SERIALIZABLE', (manager) => manager.insert(UserRow, { label: body.label }));
+    return { label: body.label };
+  }
+
   /** Inserts, catches the unique violation, and carries on. */
   @Post('catch')
   @Idempotent()
