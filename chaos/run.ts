@@ -183,6 +183,7 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     inProgress,
     unexpectedExits: cluster.unexpectedExits,
     inFault: (from, to) => faults.overlaps(from, to, GRACE_MS, FAULTS_EXCUSING_5XX),
+    instanceOf: (pid) => cluster.instanceWithPid(pid),
   }).concat(deliveryInvariants);
   const notes = [...(database.mode === 'server' ? ['restart-postgres skipped: DATABASE_URL names a server the harness does not own'] : []), ...(nats ? deliveryNotes : ['delivery left out: no nats-server binary'])];
   const facts = { ...options, database: database.mode, settings, startedAt, trafficMs, notes };
