@@ -66,6 +66,11 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * own statements on the pool run so. Start timers and background loops
    * with it when they may first be started inside a request.
    *
+   * Awaited in a handler, a write in `work` takes a second pool connection
+   * while the request holds one: once every connection is held by a request
+   * waiting for its second, they wait for each other for good. Leave the
+   * pool headroom, or give such writes a pool of their own.
+   *
    * @example
    * // A buffered writer whose flush timer may start during an idempotent request:
    * this.timer ??= this.tx.outside(() => setInterval(() => this.flush(), 1000));
