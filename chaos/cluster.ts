@@ -41,6 +41,8 @@ interface Slot {
 export class DemoCluster {
   readonly unexpectedExits: UnexpectedExit[] = [];
   private readonly log: WriteStream;
+  /** Which instance each process started was, by pid: the demo's audit names processes by pid. */
+  private readonly instanceByPid = new Map<string, number>();
 
   private constructor(
     private readonly slots: Slot[],
@@ -81,6 +83,11 @@ export class DemoCluster {
     return this.slots[instance].process?.running === true;
   }
 
+  /** The instance a process of the run was, by its pid; undefined for a pid the run never started. */
+  instanceWithPid(pid: string): number | undefined {
+    return this.instanceByPid.get(pid);
+  }
+
   /** Running, and healthy since it was started: safe to count on. */
   isServing(instance: number): boolean {
     return this.slots[instance].serving && this.isRunning(instance);
@@ -108,6 +115,7 @@ export class DemoCluster {
     });
     slot.process = child;
     slot.serving = false;
+    this.instanceByPid.set(String(child.child.pid), instance);
     void child.ended.then((end) => {
       if (!end.stoppedBySupervisor) this.unexpectedExits.push({ instance, at: Date.now(), code: end.code, signal: end.signal, tail: [...child.tail] });
     });

@@ -1,6 +1,7 @@
 import type { AttemptLog } from './attempt-log.js';
 import type { UnexpectedExit } from './cluster.js';
 import { checkEffects } from './effect-invariants.js';
+import { checkExecutions, type InstanceOfPid } from './execution-invariants.js';
 import { checkFinalAnswers } from './final-answer-invariants.js';
 import { describeOperation, type Operation } from './operations.js';
 import { checkResponses, type FaultTimeline } from './response-invariants.js';
@@ -16,6 +17,7 @@ export interface RunEvidence {
   inProgress: readonly InProgressClaim[];
   unexpectedExits: readonly UnexpectedExit[];
   inFault: FaultTimeline;
+  instanceOf: InstanceOfPid;
 }
 
 /** Every invariant of the run, in report order. */
@@ -31,6 +33,7 @@ export function checkInvariants(evidence: RunEvidence): InvariantResult[] {
   }
   return [
     ...checkEffects(evidence.operations, evidence.log, evidence.snapshot),
+    checkExecutions(evidence.operations, evidence.log, evidence.snapshot, evidence.instanceOf),
     ...checkResponses(evidence.operations, evidence.log, evidence.inFault),
     checkFinalAnswers(evidence.operations, evidence.log, evidence.snapshot),
     claims.done,

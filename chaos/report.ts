@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import type { ClaimMode } from '../src/idempotency/index.js';
 import type { AttemptLog } from './attempt-log.js';
 import { FAULT_KINDS, type FaultWindow } from './faults.js';
 import type { Observations } from './observations.js';
@@ -12,6 +13,8 @@ export interface RunFacts {
   durationSeconds: number;
   instances: number;
   workers: number;
+  /** The instances' claim mode; unset, the library's default. */
+  claim?: ClaimMode;
   database: 'embedded' | 'server';
   /** Environment the instances ran with (lease, reaper, timeouts). */
   settings: Record<string, string>;
@@ -73,7 +76,7 @@ export function buildReport(
 /** The tables a person reads at the end of the run. */
 export function formatReport(report: ChaosReport): string {
   const lines = [
-    `seed ${report.seed}, ${report.trafficMs / 1000} s of traffic, ${report.instances} instances, ${report.workers} workers, ${report.database} PostgreSQL`,
+    `seed ${report.seed}, ${report.trafficMs / 1000} s of traffic, ${report.instances} instances, ${report.workers} workers, claim ${report.claim ?? "the library's default"}, ${report.database} PostgreSQL`,
     ...report.notes.map((note) => `note: ${note}`),
     '',
     table(

@@ -91,7 +91,7 @@ async function main(): Promise<number> {
 }
 
 async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: { cluster?: DemoCluster; workers?: WorkerPool }): Promise<number> {
-  log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
+  log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers, claim ${options.claim ?? "the library's default"}`);
   const startedAt = new Date().toISOString();
   const database = await openChaosDatabase(log);
   cleanup.add('database', () => database.close());
@@ -106,6 +106,7 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     // The demo's per-tenant rate limit would turn the load into 429s: off.
     TENANT_RATE_LIMIT: '0',
     DB_POOL_SIZE: '10',
+    ...(options.claim && { IDEMPOTENCY_CLAIM: options.claim }),
   };
   // Delivery: a NATS server of the run's own; the API instances only write the outbox, worker processes relay and consume.
   const nats = await ChaosNats.start();
@@ -182,6 +183,7 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
     inProgress,
     unexpectedExits: cluster.unexpectedExits,
     inFault: (from, to) => faults.overlaps(from, to, GRACE_MS, FAULTS_EXCUSING_5XX),
+    instanceOf: (pid) => cluster.instanceWithPid(pid),
   }).concat(deliveryInvariants);
   const notes = [...(database.mode === 'server' ? ['restart-postgres skipped: DATABASE_URL names a server the harness does not own'] : []), ...(nats ? deliveryNotes : ['delivery left out: no nats-server binary'])];
   const facts = { ...options, database: database.mode, settings, startedAt, trafficMs, notes };

@@ -9,9 +9,21 @@ export type OrderRow = OrderView;
 /** A payment, in the shape the API answers with. */
 export type PaymentRow = PaymentView;
 
+/** One run of the demo's order handler, from its audit (`order_executions`). */
+export interface ExecutionRow {
+  tenant: string;
+  sku: string;
+  /** The pid of the instance's process. */
+  instance: string;
+  /** When it started, in ms since the epoch. */
+  startedAt: number;
+}
+
 /** The effects the run left: the database's rows and the provider's ledger, read once after recovery. */
 export interface Snapshot {
   orders: OrderRow[];
+  /** Every run of the order handler, including runs whose request rolled back. */
+  executions: ExecutionRow[];
   payments: PaymentRow[];
   /** Outbox events per `type:id of the order or payment`. */
   outboxCounts: Map<string, number>;
@@ -35,7 +47,7 @@ export async function inProgressClaims(database: ChaosDatabase): Promise<InProgr
   );
 }
 
-/** Reads every order, payment and outbox count of the run database, and the provider's ledger. */
+/** Reads every order, order handler run, payment and outbox count of the run database, and the provider's ledger. */
 export async function takeSnapshot(database: ChaosDatabase, provider: ProviderControl): Promise<Snapshot> {
   // Read in the entities' shape and turned into views by the app's own functions, so rows and bodies compare as equal.
   const orders = await database.query<Order>(`SELECT id, tenant, sku, quantity, note, status, created_at AS "createdAt" FROM orders`);
@@ -43,11 +55,13 @@ export async function takeSnapshot(database: ChaosDatabase, provider: ProviderCo
     `SELECT id, order_id AS "orderId", tenant, amount_cents AS "amountCents", currency, status,
             provider_charge_id AS "providerChargeId", created_at AS "createdAt", captured_at AS "capturedAt" FROM payments`,
   );
+  const executions = await database.query<Omit<ExecutionRow, 'startedAt'> & { startedAt: Date }>(`SELECT tenant, sku, instance, started_at AS "startedAt" FROM order_executions ORDER BY id`);
   const outbox = await database.query<{ event: string; count: number }>(
     `SELECT type || ':' || (payload->>'id') AS event, count(*)::int AS count FROM idempotency_outbox GROUP BY 1`,
   );
   return {
     orders: orders.map(toOrderView),
+    executions: executions.map((row) => ({ ...row, startedAt: row.startedAt.getTime() })),
     payments: payments.map(toPaymentView),
     outboxCounts: new Map(outbox.map((row) => [row.event, row.count])),
     charges: await provider.ledger(),

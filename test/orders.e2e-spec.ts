@@ -21,6 +21,7 @@ describe.each(HTTP_ADAPTERS)('demo orders app (%s)', (adapter) => {
     return req.send(typeof body === 'string' ? body : JSON.stringify(body));
   };
   const ordersWith = async (sku: string) => (await db.query<{ n: string }>(`SELECT count(*) AS n FROM orders WHERE sku = $1`, [sku]))[0].n;
+  const executionsOf = async (sku: string) => (await db.query<{ n: string }>(`SELECT count(*) AS n FROM order_executions WHERE sku = $1`, [sku]))[0].n;
   const recordsFor = async (key: string) => (await db.query(`SELECT * FROM idempotency_records WHERE key = $1`, [key])).length;
 
   beforeAll(async () => {
@@ -73,6 +74,8 @@ describe.each(HTTP_ADAPTERS)('demo orders app (%s)', (adapter) => {
     expect(retried.headers['idempotent-replayed']).toBeUndefined();
     expect(await ordersWith('doomed')).toBe('1');
     expect(await db.query(`SELECT 1 FROM idempotency_outbox WHERE ordering_key = $1`, [retried.body.id])).toHaveLength(1);
+    // The audit keeps the run that rolled back as well as the one that committed.
+    expect(await executionsOf('doomed')).toBe('2');
   });
 
   it('creates exactly one order from concurrent identical requests', async () => {
@@ -86,6 +89,7 @@ describe.each(HTTP_ADAPTERS)('demo orders app (%s)', (adapter) => {
     expect(created.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
     for (const conflict of conflicts) expect(Number(conflict.headers['retry-after'])).toBeGreaterThan(0);
     expect(await ordersWith('burst-1')).toBe('1');
+    expect(await executionsOf('burst-1')).toBe('1');
   });
 
   it('replays a retry whose JSON has reordered keys and other whitespace', async () => {

@@ -75,6 +75,14 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
       expect(await notesLabelled(label)).toBe(1);
     });
 
+    it('answers 503 and keeps nothing when the connection is lost while the handler waits on other work', async () => {
+      const label = unique('lost');
+      const key = newKey();
+      expect((await post(`/writes/${path}`, key, { label, loseConnection: true })).status).toBe(503);
+      expect(await notesLabelled(label)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+    });
+
     it('changes nothing outside an idempotent request: the write commits on its own', async () => {
       const label = unique('unprotected');
       expect((await post(`/writes/${path}/unprotected`, undefined, { label, fail: true })).status).toBe(500);
@@ -147,6 +155,12 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
       const label = unique('phase-failed');
       // The operation had started: it answers 503 operation-unfinished (retry with the same key).
       expect((await post('/writes/phased', newKey(), { label, fail: true })).status).toBe(503);
+      expect(await notesLabelled(`phase:${label}`)).toBe(0);
+    });
+
+    it('keeps nothing of a local phase whose connection is lost while it waits on other work', async () => {
+      const label = unique('phase-lost');
+      expect((await post('/writes/phased', newKey(), { label, loseConnection: true })).status).toBe(503);
       expect(await notesLabelled(`phase:${label}`)).toBe(0);
     });
 

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { EntityManager, QueryRunner } from 'typeorm';
+import { type EntityManager, type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { TransactionClosedError } from './idempotency.exceptions.js';
 
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
@@ -42,6 +42,11 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  * - **Closed once the flow has sent COMMIT or ROLLBACK.** A statement on
  *   the runner after that throws `TransactionClosedError`, whatever path it
  *   took, rather than run on a connection that went back to the pool.
+ * - **Lost with its connection.** TypeORM releases a runner whose
+ *   connection fails. A statement after that, while the flow still waits on
+ *   the handler, fails as TypeORM fails it (`QueryRunnerAlreadyReleasedError`,
+ *   answered 503: retry with the same key), whatever path it took, rather
+ *   than commit on its own on another connection and run again on the retry.
  *
  * Inside a unit (a `transaction()` callback, what a `save()` runs) the
  * statements run as TypeORM sends them, as in any transaction.
@@ -100,6 +105,16 @@ export class RequestTransaction {
     return this.channel.open && !this.runner.isReleased;
   }
 
+  /** The connection failed before the flow sent COMMIT or ROLLBACK, and TypeORM released the runner. */
+  get connectionLost(): boolean {
+    return this.channel.open && this.runner.isReleased;
+  }
+
+  /** What a statement meets once the transaction is not open. */
+  closedError(): Error {
+    return this.connectionLost ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
+  }
+
   /**
    * Settles once every unit started so far has: the flow waits for it
    * before COMMIT or ROLLBACK, so that a write the handler started without
@@ -116,14 +131,14 @@ export class RequestTransaction {
    */
   unit<T>(work: () => Promise<T>): Promise<T> {
     if (units.getStore() === this) return work();
-    if (!this.isOpen) return Promise.reject(new TransactionClosedError());
+    if (!this.isOpen) return Promise.reject(this.closedError());
     const started = this.lastUnit.then(() => this.inSavepoint(work));
     this.lastUnit = started.catch(() => undefined);
     return started;
   }
 
   private async inSavepoint<T>(work: () => Promise<T>): Promise<T> {
-    if (!this.isOpen) throw new TransactionClosedError();
+    if (!this.isOpen) throw this.closedError();
     const savepoint = this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
     this.taken = true;
     if (this.channel.pipelined) {

@@ -1,6 +1,6 @@
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { type DataSource, type EntityManager, type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { TransactionClosedError } from './idempotency.exceptions.js';
 import { RequestTransaction } from './request-transaction.js';
@@ -35,11 +35,17 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
 
   constructor(private readonly served: IdempotencyDataSource) {}
 
-  /** The current transaction's manager; throws `TransactionClosedError` when called from work that outlived it. */
+  /**
+   * The current transaction's manager; throws `TransactionClosedError` when
+   * called from work that outlived it, and TypeORM's
+   * `QueryRunnerAlreadyReleasedError` (answered 503) once the transaction's
+   * connection was lost.
+   */
   get manager(): EntityManager {
     const manager = this.storage.getStore();
     if (!manager) return this.served.dataSource.manager;
-    if (manager.queryRunner && !isOpen(manager.queryRunner)) throw new TransactionClosedError();
+    const runner = manager.queryRunner;
+    if (runner && !isOpen(runner)) throw connectionLost(runner) ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
     return manager;
   }
 
@@ -59,6 +65,11 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * request rolls back (an audit entry of the attempt, say). The module's
    * own statements on the pool run so. Start timers and background loops
    * with it when they may first be started inside a request.
+   *
+   * Awaited in a handler, a write in `work` takes a second pool connection
+   * while the request holds one: once every connection is held by a request
+   * waiting for its second, they wait for each other for good. Leave the
+   * pool headroom, or give such writes a pool of their own.
    *
    * @example
    * // A buffered writer whose flush timer may start during an idempotent request:
@@ -80,17 +91,27 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
     this.unjoin = undefined;
   }
 
-  /** The open transaction of the caller on `dataSource`; none outside one or once it ended, so that everything runs as without the module. */
+  /**
+   * The transaction of the caller on `dataSource`; none outside one or once
+   * it ended, so that everything runs as without the module. One that lost
+   * its connection stays the caller's: its writes fail on the released
+   * runner rather than commit on their own, apart from the outcome.
+   */
   private joinable(dataSource: DataSource): QueryRunner | undefined {
     const manager = this.storage.getStore();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
     if (!manager || manager === dataSource.manager || manager.dataSource !== dataSource) return undefined;
     const runner = manager.queryRunner;
-    return runner && isOpen(runner) ? runner : undefined;
+    return runner && (isOpen(runner) || connectionLost(runner)) ? runner : undefined;
   }
 }
 
 /** Whether a transaction runs on `runner`: the request's until its flow sends COMMIT or ROLLBACK, a user's until TypeORM ends it. */
 function isOpen(runner: QueryRunner): boolean {
   return RequestTransaction.of(runner)?.isOpen ?? (!runner.isReleased && runner.isTransactionActive);
+}
+
+/** The connection failed inside the transaction: TypeORM released the runner before COMMIT or ROLLBACK. */
+function connectionLost(runner: QueryRunner): boolean {
+  return RequestTransaction.of(runner)?.connectionLost ?? (runner.isReleased && runner.isTransactionActive);
 }

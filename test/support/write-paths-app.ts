@@ -49,6 +49,8 @@ export interface NoteBody {
   fail?: boolean;
   /** Throw after writing in the first this many executions for the label, then succeed. */
   failFirst?: number;
+  /** Before writing, have the server end the transaction's connection while the handler waits on other work. */
+  loseConnection?: boolean;
 }
 
 /** The test app's routes and services, on the DataSource named `connection` (default: the default one). */
@@ -111,10 +113,19 @@ export function writePathsApp(connection?: string): WritePathsApp {
       }
     }
 
+    /** Terminates the backend of the caller's transaction from another connection, and waits until TypeORM has let its runner go. */
+    async loseConnection(): Promise<void> {
+      const runner = this.tx.manager.queryRunner!;
+      const [{ pid }] = await this.tx.manager.query(`SELECT pg_backend_pid() AS pid`);
+      await this.tx.outside(() => this.dataSource.query(`SELECT pg_terminate_backend($1)`, [pid]));
+      while (!runner.isReleased) await sleep(10);
+    }
+
     /** Writes, then fails or succeeds as the body asks; a short pause lets duplicates pile up. */
     async execute(path: WritePath, body: NoteBody): Promise<{ label: string; execution: number }> {
       const execution = (this.executions.get(body.label) ?? 0) + 1;
       this.executions.set(body.label, execution);
+      if (body.loseConnection) await this.loseConnection();
       await this.write(path, body.label);
       await sleep(20);
       if (body.fail || execution <= (body.failFirst ?? 0)) throw new Error(`failed after writing (${path})`);
@@ -129,6 +140,7 @@ export function writePathsApp(connection?: string): WritePathsApp {
 
     async run(input: NoteBody, phases: Phases) {
       await phases.local('note', async () => {
+        if (input.loseConnection) await this.writer.loseConnection();
         await this.writer.write('injected-repository', `phase:${input.label}`);
         if (input.fail) throw new Error('the local phase failed after writing');
       });

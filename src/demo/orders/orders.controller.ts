@@ -3,6 +3,7 @@ import { Tenant } from '../auth/tenant.decorator.js';
 import { Idempotent } from '../../idempotency/index.js';
 import { CreateOrderDto } from './dto/create-order.dto.js';
 import { ListOrdersQuery } from './dto/list-orders.query.js';
+import { OrderExecutionLog } from './order-execution-log.js';
 import type { OrderView } from './order.entity.js';
 import { type OrderDetail, OrdersService, type OrderPage } from './orders.service.js';
 
@@ -13,11 +14,15 @@ interface HeaderWriter {
 
 @Controller('orders')
 export class OrdersController {
-  constructor(private readonly orders: OrdersService) {}
+  constructor(
+    private readonly orders: OrdersService,
+    private readonly executions: OrderExecutionLog,
+  ) {}
 
   @Post()
   @Idempotent()
   async create(@Tenant() tenant: string, @Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    await this.executions.record(tenant, dto.sku);
     const order = await this.orders.create(tenant, dto);
     response.header('Location', `/orders/${order.id}`);
     return order;
