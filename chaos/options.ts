@@ -15,7 +15,7 @@ export interface ChaosOptions {
   claim?: ClaimMode;
 }
 
-const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit', 'adaptive'];
+const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit'];
 
 /** The flags of `npm run chaos`; each default is written here once, and the help text comes from them. */
 export const CHAOS_COMMAND_LINE = {
