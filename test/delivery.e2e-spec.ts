@@ -20,7 +20,8 @@ if (!natsUp) console.log(`skipping the NATS delivery suites: no NATS server answ
 const describeWithNats = natsUp ? describe : describe.skip;
 if (natsUp && !NATS_SERVER_BINARY) console.log('skipping the NATS restart test: no nats-server on PATH (or NATS_SERVER_BINARY) to start a private one');
 
-describeWithNats('delivery through NATS JetStream', () => {
+// Child processes and a broker: slow on a loaded machine, and nothing here times anything.
+describeWithNats('delivery through NATS JetStream', { timeout: 60_000 }, () => {
   let db: TestDatabase;
   let admin: Awaited<ReturnType<typeof natsAdmin>>;
   const streams: string[] = [];
