@@ -1,7 +1,7 @@
-import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { type DynamicModule, Global, Module, ValidationPipe } from '@nestjs/common';
 import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import type { DataSourceOptions } from 'typeorm';
+import { DataSource, type DataSourceOptions } from 'typeorm';
 import { VALIDATION_OPTIONS } from '../src/demo/app.module.js';
 import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../src/idempotency/index.js';
@@ -24,6 +24,15 @@ export interface BenchAppOptions {
   pipeline?: boolean;
   /** Connections in the app's pool (`extra.max`); default: the demo's `DB_POOL_SIZE`. */
   poolSize?: number;
+  /**
+   * Apps mounted beside the main one in the same process, by path prefix,
+   * each with module options of its own: `{ 'cache-off': { replayCacheSize:
+   * 0 } }` answers `/cache-off/bench/orders/idempotent` with the replay cache
+   * off. They serve every bench route but the peer's, on the main app's
+   * DataSource (its pool), and run no reaper: the main app's reaps the same
+   * table.
+   */
+  mounted?: Record<string, BenchAppOptions['idempotency']>;
 }
 
 /**
@@ -32,11 +41,12 @@ export interface BenchAppOptions {
  */
 @Module({})
 export class BenchAppModule {
-  static forRoot(options: BenchAppOptions): DynamicModule {
+  /** With `lent`, the app uses that DataSource, which stays its owner's to close, instead of one of its own. */
+  static forRoot(options: BenchAppOptions, lent?: DataSource): DynamicModule {
     return {
       module: BenchAppModule,
       imports: [
-        TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
+        lent ? LentDataSourceModule.forRoot(lent) : TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
         IdempotencyOutboxModule.forRoot({}),
@@ -55,4 +65,17 @@ export class BenchAppModule {
 function withConnections(dataSource: DataSourceOptions, { pipeline, poolSize }: Pick<BenchAppOptions, 'pipeline' | 'poolSize'>): DataSourceOptions {
   const extra = { ...dataSource.extra, ...(pipeline !== undefined && { pipeline }), ...(poolSize !== undefined && { max: poolSize }) };
   return { ...dataSource, extra } as DataSourceOptions;
+}
+
+/**
+ * Another app's DataSource, under the token TypeOrmModule would give it: a
+ * mounted app then shares the main app's pool, and only the main app's
+ * TypeOrmModule closes it.
+ */
+@Global()
+@Module({})
+class LentDataSourceModule {
+  static forRoot(dataSource: DataSource): DynamicModule {
+    return { module: LentDataSourceModule, providers: [{ provide: DataSource, useValue: dataSource }], exports: [DataSource] };
+  }
 }
