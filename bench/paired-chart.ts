@@ -16,6 +16,7 @@ interface Measure {
 
 const MEASURES: readonly Measure[] = [
   { title: 'req/s ratio (subject ÷ base)', reference: 1, ofPair: (pair) => pair.throughputRatio, ofComparison: (comparison) => comparison.throughput },
+  { title: 'CPU µs/req ratio, all processes', reference: 1, ofPair: (pair) => pair.cpuRatio, ofComparison: (comparison) => comparison.cpu },
   { title: 'app CPU µs/req, subject − base', reference: 0, ofPair: (pair) => pair.appCpuMicros, ofComparison: (comparison) => comparison.appCpuMicros },
   { title: 'PostgreSQL CPU µs/req, subject − base', reference: 0, ofPair: (pair) => pair.postgresCpuMicros, ofComparison: (comparison) => comparison.postgresCpuMicros },
 ];
@@ -39,7 +40,9 @@ export function renderPairedChart(pairs: readonly Pair[], comparisons: readonly 
 
 function panel(measure: Measure, pairs: readonly Pair[], comparisons: readonly ComparisonSummary[], order: string[], labelled: boolean): PanelSpec {
   const y = { field: 'comparison', type: 'nominal', sort: order, title: null, axis: labelled ? { labelLimit: 600 } : null } as const;
-  const x = (field: string) => ({ field, type: 'quantitative', title: null, scale: { zero: false } }) as const;
+  // Ratios on a log scale, where ×2 and ÷2 lie as far from 1; differences on a linear one.
+  const scale = measure.reference === 1 ? ({ type: 'log', nice: false, padding: 8 } as const) : ({ zero: false } as const);
+  const x = (field: string) => ({ field, type: 'quantitative', title: null, scale }) as const;
   const dots = pairs.flatMap((pair) => {
     const value = measure.ofPair(pair);
     return value === undefined || !Number.isFinite(value) ? [] : [{ comparison: pair.comparison, value }];
@@ -49,7 +52,7 @@ function panel(measure: Measure, pairs: readonly Pair[], comparisons: readonly C
     return spread ? [{ comparison: comparison.name, median: spread.median, low: spread.low, high: spread.high }] : [];
   });
   return {
-    width: 260,
+    width: 220,
     height: { step: 22 },
     title: measure.title,
     layer: [

@@ -3,20 +3,30 @@ import { fixed, table } from './report-table.js';
 
 /**
  * The printed report of a paired run: each comparison's median per-pair
- * ratio with the interval that holds it and the pairs' interquartile range,
- * then each variant's medians, CPU per request included.
+ * ratios of throughput and of CPU per request, each with the interval that
+ * holds it, and the CPU differences; then each variant's medians, CPU per
+ * request included.
  */
 export function formatPairedReport(comparisons: readonly ComparisonSummary[], variants: readonly VariantSummary[]): string {
-  const byComparison = table(
-    ['comparison', 'pairs', 'req/s ratio', '95% interval', '±', 'IQR', 'p99 ratio', 'app µs/req Δ', '95% interval', 'pg µs/req Δ', '95% interval'],
+  const throughput = table(
+    ['comparison', 'pairs', 'req/s ratio', '95% interval', '±', 'p99 ratio', 'IQR of the ratios'],
     comparisons.map((comparison) => [
       comparison.name,
       String(comparison.pairs),
       fixed(comparison.throughput.median, 3),
       interval(comparison.throughput, 3),
       halfWidth(comparison.throughput),
+      fixed(comparison.p99?.median ?? NaN, 2),
       `${fixed(comparison.throughput.q1, 3)}–${fixed(comparison.throughput.q3, 3)}`,
-      fixed(comparison.p99.median, 2),
+    ]),
+  );
+  const cpu = table(
+    ['comparison', 'CPU ratio', '95% interval', '±', 'app µs/req Δ', '95% interval', 'pg µs/req Δ', '95% interval'],
+    comparisons.map((comparison) => [
+      comparison.name,
+      fixed(comparison.cpu?.median ?? NaN, 3),
+      comparison.cpu ? interval(comparison.cpu, 3) : '-',
+      comparison.cpu ? halfWidth(comparison.cpu) : '-',
       signed(comparison.appCpuMicros?.median),
       comparison.appCpuMicros ? interval(comparison.appCpuMicros, 0) : '-',
       signed(comparison.postgresCpuMicros?.median),
@@ -48,10 +58,15 @@ export function formatPairedReport(comparisons: readonly ComparisonSummary[], va
   );
   const fewPairs = comparisons.some((comparison) => comparison.throughput.confidence < 0.95);
   return [
-    'Paired comparisons: medians of per-pair ratios (subject ÷ base) and CPU differences (subject − base);',
-    'the 95% interval holds the median (order statistics of the pairs); ± is its half-width, as a share of the median',
-    ...(fewPairs ? ['(with fewer than 6 pairs the interval is the pairs\' range, and holds the median less often than 95%)'] : []),
-    byComparison,
+    'Paired comparisons: medians of the per-pair ratios (subject ÷ base) and differences (subject − base). The 95% interval',
+    'holds the median (order statistics of the pairs); ± is its half-width as a share of the median: what the run resolves.',
+    ...(fewPairs ? ["With fewer than 6 pairs the interval is the pairs' range, and holds the median less often than 95%."] : []),
+    '',
+    'Throughput',
+    throughput,
+    '',
+    'CPU per request: the ratio of app + PostgreSQL + Redis µs, and the differences of app and of PostgreSQL µs',
+    cpu,
     '',
     'Variants: medians over windows, with the interquartile range of the windows',
     byVariant,

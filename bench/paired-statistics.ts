@@ -25,6 +25,13 @@ export interface Pair {
   subjectFirst: boolean;
   throughputRatio: number;
   p99Ratio: number;
+  /**
+   * Subject ÷ base CPU µs per request of the app, PostgreSQL and Redis
+   * together (each where measured): what a request costs the machine. On
+   * shared CPUs it moves less than throughput, which also follows how much
+   * CPU the other work left to the run.
+   */
+  cpuRatio: number;
   /** Subject − base CPU µs per request, where both windows measured it. */
   appCpuMicros?: number;
   postgresCpuMicros?: number;
@@ -49,7 +56,9 @@ export interface ComparisonSummary extends Twins {
   /** Pairs whose subject window ran first: about half, so that neither order is favoured. */
   subjectFirst: number;
   throughput: Spread;
-  p99: Spread;
+  /** Unset where no pair had answers on both sides. */
+  p99?: Spread;
+  cpu?: Spread;
   appCpuMicros?: Spread;
   postgresCpuMicros?: Spread;
 }
@@ -88,6 +97,7 @@ export function pairsOf(windows: readonly PairedWindow[]): Pair[] {
         subjectFirst,
         throughputRatio: subject.measured.requestsPerSecond / base.measured.requestsPerSecond,
         p99Ratio: subject.measured.latencyMs.p99 / base.measured.latencyMs.p99,
+        cpuRatio: machineMicros(subject.cpu) / machineMicros(base.cpu),
         appCpuMicros: difference((cost) => cost.appMicrosPerRequest),
         postgresCpuMicros: difference((cost) => cost.postgresMicrosPerRequest),
       },
@@ -95,18 +105,20 @@ export function pairsOf(windows: readonly PairedWindow[]): Pair[] {
   });
 }
 
-/** Every comparison that has pairs, in the order of `COMPARISONS`. */
+/** Every comparison that has pairs with answers on both sides, in the order of `COMPARISONS`. */
 export function summariseComparisons(pairs: readonly Pair[]): ComparisonSummary[] {
   return COMPARISONS.flatMap((comparison) => {
     const own = pairs.filter((pair) => pair.comparison === comparison.name);
-    if (own.length === 0) return [];
+    const throughput = spreadOf(own.map((pair) => pair.throughputRatio));
+    if (!throughput) return [];
     return [
       {
         ...comparison,
         pairs: own.length,
         subjectFirst: own.filter((pair) => pair.subjectFirst).length,
-        throughput: spreadOf(own.map((pair) => pair.throughputRatio))!,
-        p99: spreadOf(own.map((pair) => pair.p99Ratio))!,
+        throughput,
+        p99: spreadOf(own.map((pair) => pair.p99Ratio)),
+        cpu: spreadOf(own.map((pair) => pair.cpuRatio)),
         appCpuMicros: spreadOf(own.map((pair) => pair.appCpuMicros)),
         postgresCpuMicros: spreadOf(own.map((pair) => pair.postgresCpuMicros)),
       },
@@ -140,6 +152,11 @@ export function summariseVariants(variants: readonly Scenario[], windows: readon
       },
     ];
   });
+}
+
+/** CPU µs per request of every process measured: the app, PostgreSQL where readable, Redis in the peer's windows. */
+function machineMicros(cost: CpuCost): number {
+  return cost.appMicrosPerRequest + (cost.postgresMicrosPerRequest ?? 0) + (cost.redisMicrosPerRequest ?? 0);
 }
 
 /** The spread of the finite values, or undefined when there is none (not measured). */
