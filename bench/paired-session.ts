@@ -30,6 +30,7 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const notes = [
     'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the paired ratios, each of two neighbouring windows of one app process.',
+    `The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`,
   ];
   const before = await machineBeforeRun(log);
   if (before.warning) notes.push(before.warning);
