@@ -1,7 +1,7 @@
-import { type DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { type DynamicModule, Global, Module, ValidationPipe } from '@nestjs/common';
 import { APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import type { DataSourceOptions } from 'typeorm';
+import { DataSource, type DataSourceOptions } from 'typeorm';
 import { VALIDATION_OPTIONS } from '../src/demo/app.module.js';
 import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../src/idempotency/index.js';
@@ -24,6 +24,15 @@ export interface BenchAppOptions {
   pipeline?: boolean;
   /** Connections in the app's pool (`extra.max`); default: the demo's `DB_POOL_SIZE`. */
   poolSize?: number;
+  /**
+   * Apps mounted beside the main one in the same process, by path prefix,
+   * each with module options of its own: `{ 'cache-off': { replayCacheSize:
+   * 0 } }` answers `/cache-off/bench/orders/idempotent` with the replay cache
+   * off. They serve every bench route but the peer's, on the main app's
+   * DataSource (its pool), and run no reaper: the main app's reaps the same
+   * table.
+   */
+  mounted?: Record<string, BenchAppOptions['idempotency']>;
 }
 
 /**
@@ -32,11 +41,12 @@ export interface BenchAppOptions {
  */
 @Module({})
 export class BenchAppModule {
-  static forRoot(options: BenchAppOptions): DynamicModule {
+  /** With `lent`, the app uses that DataSource, which stays its owner's to close, instead of one of its own. */
+  static forRoot(options: BenchAppOptions, lent?: DataSource): DynamicModule {
     return {
       module: BenchAppModule,
       imports: [
-        TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
+        lent ? LentDataSourceModule.forRoot(lent) : TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
         IdempotencyOutboxModule.forRoot({}),
@@ -51,8 +61,28 @@ export class BenchAppModule {
   }
 }
 
-/** The demo's DataSource options, with the pipelining and pool size the options set. */
+/**
+ * The demo's DataSource options, with the pipelining and pool size the
+ * options set, and a pool that keeps its connections. A run alternates
+ * routes that use the database with routes that do not (the floor, cached
+ * replays), and pg's pool closes connections idle for 10 s: the windows
+ * after such a stretch paid for new backends, their cold caches and their
+ * prepared statements, up to 12% more PostgreSQL CPU per request.
+ */
 function withConnections(dataSource: DataSourceOptions, { pipeline, poolSize }: Pick<BenchAppOptions, 'pipeline' | 'poolSize'>): DataSourceOptions {
-  const extra = { ...dataSource.extra, ...(pipeline !== undefined && { pipeline }), ...(poolSize !== undefined && { max: poolSize }) };
+  const extra = { ...dataSource.extra, idleTimeoutMillis: 0, ...(pipeline !== undefined && { pipeline }), ...(poolSize !== undefined && { max: poolSize }) };
   return { ...dataSource, extra } as DataSourceOptions;
+}
+
+/**
+ * Another app's DataSource, under the token TypeOrmModule would give it: a
+ * mounted app then shares the main app's pool, and only the main app's
+ * TypeOrmModule closes it.
+ */
+@Global()
+@Module({})
+class LentDataSourceModule {
+  static forRoot(dataSource: DataSource): DynamicModule {
+    return { module: LentDataSourceModule, providers: [{ provide: DataSource, useValue: dataSource }], exports: [DataSource] };
+  }
 }

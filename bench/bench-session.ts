@@ -5,14 +5,13 @@ import { type BenchAppProcess, startBenchApp, startLoadGenerator } from './child
 import type { BenchOptions } from './cli-options.js';
 import type { CleanupStack } from '../harness/cleanup-stack.js';
 import type { PeerOptions } from './peer-orders.controller.js';
-import { CpuMeter } from './cpu-cost.js';
+import { CpuMeter, openCpuMeter } from './cpu-cost.js';
 import type { LoadPhase, PhaseResult } from './load-protocol.js';
-import { PostgresCpu } from './postgres-cpu.js';
-import { deleteRedisKeys, redisAnswers } from './redis-commands.js';
+import { peerFor } from './peer-setup.js';
 import { fixed, formatReport } from './report-table.js';
 import { renderResultsChart } from './results-chart.js';
 import { machineBeforeRun } from './machine-load.js';
-import { currentCommit, describeMachine, round2, writeResults } from './results-file.js';
+import { currentCommit, describeMachine, round2, runCommand, writeResults } from './results-file.js';
 import { APP_VARIANTS, type BenchAppVariant, loadJobFor, problemsOf, SCENARIOS, type Scenario } from './scenarios.js';
 import { headlineRatios, ratiosToBare, summarise, twinRatios, type ScenarioRun } from './statistics.js';
 
@@ -36,9 +35,8 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   const database = await createBenchDatabase(runId, log);
   cleanup.add('database', database.close);
   const machine = describeMachine(database.description, before.busyShare);
-  const peer = await peerFor(options, runId, cleanup, notes, log);
+  const peer = await peerFor(options, !options.only || options.only.some((id) => id.startsWith('peer-')), runId, cleanup, notes, log);
   const scenarios = SCENARIOS.filter((scenario) => (!scenario.peer || peer) && (!options.only || options.only.includes(scenario.id)));
-  if (peer) notes.push('The peer records its outcome in Redis after the business transaction committed, so its record and the order are not atomic; the bench measures cost, not guarantees.');
 
   const apps = await startApps(scenarios, database.url, options.poolSize, peer, cleanup);
   const load = startLoadGenerator();
@@ -49,10 +47,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
   appDied.catch(() => undefined);
   if (apps.size > 1) notes.push(`Scenarios ran against ${apps.size} bench app processes (${[...apps.keys()].join(', ')}), each idle while another is measured.`);
 
-  const postgresCpu = await PostgresCpu.open(database.url);
-  if (typeof postgresCpu === 'string') notes.push(postgresCpu);
-  else cleanup.add('PostgreSQL CPU reader', () => postgresCpu.close());
-  const cpu = new CpuMeter(typeof postgresCpu === 'string' ? undefined : postgresCpu, peer?.redisUrl);
+  const cpu = await openCpuMeter(database.url, peer?.redisUrl, cleanup, notes);
 
   log(machine.line);
   log(`${plural(options.rounds, 'round')} × ${plural(scenarios.length, 'scenario')}, ${options.durationSeconds} s each after ${options.warmupSeconds} s of warm-up, ${options.connections} connections, a pool of ${options.poolSize}`);
@@ -95,7 +90,7 @@ export async function runBenchSession(options: BenchOptions, cleanup: CleanupSta
     notes.push(`The chart could not be drawn: ${String(error)}`);
     return undefined;
   });
-  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings: options, machine, notes, headline, twins, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
+  const written = await writeResults(options.resultsName, { generatedAt: new Date().toISOString(), commit: await currentCommit(), command: runCommand(), settings: options, machine, notes, headline, twins, ratiosToBare: ratios, scenarios: summaries, runs }, svg);
   log(`wrote ${written.join(', ')}`);
   for (const note of notes) log(`note: ${note}`);
 
@@ -117,24 +112,6 @@ async function startApps(scenarios: readonly Scenario[], databaseUrl: string, po
     apps.set(variant, app);
   }
   return apps;
-}
-
-/** The peer's settings when it should run and a Redis server answers; its keys are removed at cleanup. */
-async function peerFor(options: BenchOptions, runId: string, cleanup: CleanupStack, notes: string[], log: (line: string) => void): Promise<PeerOptions | undefined> {
-  const wanted = !options.only || options.only.some((id) => id.startsWith('peer-'));
-  if (!options.peer || !wanted) {
-    if (!options.peer) notes.push('The peer (@node-idempotency/nestjs) was skipped: --no-peer.');
-    return undefined;
-  }
-  if (!(await redisAnswers(options.redisUrl))) {
-    const note = `The peer (@node-idempotency/nestjs) was skipped: no Redis server answers at ${options.redisUrl}.`;
-    notes.push(note);
-    log(note);
-    return undefined;
-  }
-  const keyPrefix = `idempotency-bench:${runId}`;
-  cleanup.add('peer keys', async () => log(`removed ${await deleteRedisKeys(options.redisUrl, `${keyPrefix}:*`)} peer keys from Redis`));
-  return { redisUrl: options.redisUrl, keyPrefix };
 }
 
 function progressLine(scenario: Scenario, run: ScenarioRun, rounds: number): string {

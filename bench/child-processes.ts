@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { SupervisedProcess } from '../harness/supervised-process.js';
 import type { BenchAppOptions } from './bench-app.module.js';
-import type { AppCpu, AppReady, LoadJob, LoadReply, PhaseResult } from './load-protocol.js';
+import type { AppCpu, AppReady, LoadJob, LoadReply, LoadRequest, LoadTarget, PhaseResult } from './load-protocol.js';
 
 /** How long the app may take to run its migrations and listen. */
 const APP_START_TIMEOUT_MS = 60_000;
@@ -16,10 +16,20 @@ export interface BenchAppProcess {
   cpuMicros(): Promise<number>;
 }
 
-/** The load generator: one job at a time. */
+/** How long the load generator may take to answer a request of a paired run (closing waits for autocannon's next tick). */
+const STEER_TIMEOUT_MS = 10_000;
+
+/** The load generator: one job at a time, or one open load that a paired run steers. */
 export interface LoadGeneratorProcess {
   process: SupervisedProcess;
   run(job: LoadJob, timeoutMs: number): Promise<PhaseResult[]>;
+  /** Opens connections that keep sending to `target` until `close()`. */
+  open(url: string, body: string, connections: number, target: LoadTarget): Promise<void>;
+  /** The open load's next requests go to `target`. */
+  aim(target: LoadTarget): Promise<void>;
+  /** What the open load was answered since its last tally. */
+  tally(name: PhaseResult['name']): Promise<PhaseResult>;
+  close(): Promise<void>;
 }
 
 /**
@@ -49,15 +59,20 @@ export async function startBenchApp(options: BenchAppOptions): Promise<BenchAppP
 /** Forks the compiled load generator. */
 export function startLoadGenerator(): LoadGeneratorProcess {
   const child = sibling('load-generator.js', [], []);
+  const ask = async (request: LoadRequest, timeoutMs = STEER_TIMEOUT_MS): Promise<PhaseResult[]> => {
+    const reply = child.nextMessage((message): message is LoadReply => ['result', 'done', 'failed'].includes((message as LoadReply)?.type), timeoutMs, 'the load generator');
+    child.child.send(request);
+    const answer = await reply;
+    if (answer.type === 'failed') throw new Error(`load generator: ${answer.message}`);
+    return answer.type === 'result' ? answer.phases : [];
+  };
   return {
     process: child,
-    run: async (job, timeoutMs) => {
-      const reply = child.nextMessage((message): message is LoadReply => ['result', 'failed'].includes((message as LoadReply)?.type), timeoutMs, 'the load generator');
-      child.child.send({ type: 'run', job });
-      const answer = await reply;
-      if (answer.type === 'failed') throw new Error(`load generator: ${answer.message}`);
-      return answer.phases;
-    },
+    run: (job, timeoutMs) => ask({ type: 'run', job }, timeoutMs),
+    open: async (url, body, connections, target) => void (await ask({ type: 'open', url, body, connections, target })),
+    aim: async (target) => void (await ask({ type: 'aim', target })),
+    tally: async (name) => (await ask({ type: 'tally', name }))[0],
+    close: async () => void (await ask({ type: 'close' })),
   };
 }
 

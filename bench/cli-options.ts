@@ -1,9 +1,9 @@
 import { type CommandLine, type CommandLineValues, type Flag, fileName, list, positiveNumber, switchFlag, text, valueFlag, wholeNumber } from '../harness/command-line.js';
 import { SCENARIOS } from './scenarios.js';
 
-/** The flags of `npm run bench`; each default is written here once, and the help text comes from them. */
+/** The flags of `npm run bench:rounds`; each default is written here once, and the help text comes from them. */
 export const BENCH_COMMAND_LINE = {
-  command: 'npm run bench --',
+  command: 'npm run bench:rounds --',
   flags: {
     duration: valueFlag({ placeholder: '<s>', description: 'seconds each scenario is measured per round', default: '10', parse: positiveNumber() }),
     warmup: valueFlag({ placeholder: '<s>', description: 'seconds of unmeasured load before each measurement', default: '2', parse: positiveNumber(true) }),

@@ -1,5 +1,6 @@
+import type { CleanupStack } from '../harness/cleanup-stack.js';
 import type { BenchAppProcess } from './child-processes.js';
-import { type CpuByPid, cpuBetween, type PostgresCpu } from './postgres-cpu.js';
+import { type CpuByPid, cpuBetween, PostgresCpu } from './postgres-cpu.js';
 import { redisCpuMicros } from './redis-commands.js';
 
 /** CPU time spent during one measured phase, in µs, and per 2xx answer. */
@@ -53,6 +54,21 @@ export class CpuMeter {
       ...(redisMicros !== undefined && { redisMicros, redisMicrosPerRequest: perRequest(redisMicros) }),
     };
   }
+}
+
+/**
+ * A meter of the bench app, PostgreSQL and, given its URL, the peer's
+ * Redis. Where PostgreSQL's processes cannot be read here, it measures
+ * without them and `notes` says why.
+ */
+export async function openCpuMeter(databaseUrl: string, redisUrl: string | undefined, cleanup: CleanupStack, notes: string[]): Promise<CpuMeter> {
+  const postgres = await PostgresCpu.open(databaseUrl);
+  if (typeof postgres === 'string') {
+    notes.push(postgres);
+    return new CpuMeter(undefined, redisUrl);
+  }
+  cleanup.add('PostgreSQL CPU reader', () => postgres.close());
+  return new CpuMeter(postgres, redisUrl);
 }
 
 function round1(value: number): number {

@@ -10,9 +10,10 @@ const FIRST_EXECUTION = { id: 'first', ...FIRST_EXECUTIONS };
 
 /**
  * The reaping part, on a database holding `options.backlog` expired records:
- * first executions in the module's default claim mode (`first`), in windows alternating between an app without a
- * reaper (`idle`) and an app whose own IdempotencyReaper runs with a short
- * interval, so that its passes follow each other while the claims run. Each
+ * first executions in the module's default claim mode, in windows
+ * alternating between an app without a reaper (`idle`) and an app whose own
+ * IdempotencyReaper runs with a short interval, so that its passes follow
+ * each other while the claims run. Each
  * window starts with the full backlog (as many records as the previous
  * reaping window deleted are added, expired in the last hour), gets a fresh
  * app, and counts the expired records just before and just after its measured

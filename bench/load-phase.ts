@@ -3,7 +3,10 @@ import type { LoadPhase, PhaseResult } from './load-protocol.js';
 import { KeyedClients } from './request-keys.js';
 
 /** Seconds before autocannon counts a request as timed out: well above the module's 1 s wait. */
-const REQUEST_TIMEOUT_SECONDS = 10;
+export const REQUEST_TIMEOUT_SECONDS = 10;
+
+/** Every bench request is the same POST of a JSON body; only its path and key differ. */
+export const REQUEST_HEADERS = { 'content-type': 'application/json' };
 
 let running: autocannon.Instance | undefined;
 
@@ -16,7 +19,7 @@ export async function runPhase(url: string, body: string, phase: LoadPhase): Pro
       {
         url,
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: REQUEST_HEADERS,
         body,
         connections: phase.connections,
         ...(phase.amount !== undefined ? { amount: phase.amount } : { duration: phase.durationSeconds ?? 1 }),
@@ -28,7 +31,18 @@ export async function runPhase(url: string, body: string, phase: LoadPhase): Pro
   });
   running = instance;
   try {
-    return summarise(phase, await finished, clients);
+    const result = await finished;
+    const tally = clients.takeTally();
+    const durationSeconds = result.duration;
+    return {
+      name: phase.name,
+      durationSeconds,
+      ...tally,
+      requestsPerSecond: durationSeconds > 0 ? tally.responses / durationSeconds : 0,
+      errors: result.errors,
+      timeouts: result.timeouts,
+      burst: clients.burstOverlap(),
+    };
   } finally {
     running = undefined;
   }
@@ -37,37 +51,4 @@ export async function runPhase(url: string, body: string, phase: LoadPhase): Pro
 /** Stops the phase in progress, if any: its promise then settles with what it measured so far. */
 export function stopRunningPhase(): void {
   running?.stop();
-}
-
-function summarise(phase: LoadPhase, result: autocannon.Result, clients: KeyedClients): PhaseResult {
-  const statusCounts: Record<string, number> = {};
-  for (const [status, { count }] of Object.entries(result.statusCodeStats ?? {})) statusCounts[status] = count ?? 0;
-  const responses = result.requests.total;
-  return {
-    name: phase.name,
-    durationSeconds: result.duration,
-    responses,
-    requestsPerSecond: result.duration > 0 ? responses / result.duration : 0,
-    latencyMs: latencySummary(clients.latencyMicros),
-    statusCounts,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    replayed2xx: clients.replayed2xx,
-    fresh2xx: clients.fresh2xx,
-    burst: clients.burstOverlap(),
-  };
-}
-
-/** Percentiles from the phase's HDR histogram (3 significant digits), in milliseconds. */
-function latencySummary(histogram: KeyedClients['latencyMicros']): PhaseResult['latencyMs'] {
-  if (histogram.totalCount === 0) return { average: NaN, p50: NaN, p90: NaN, p99: NaN, max: NaN };
-  const ms = (micros: number) => micros / 1000;
-  return {
-    average: Math.round(histogram.mean) / 1000,
-    p50: ms(histogram.getValueAtPercentile(50)),
-    p90: ms(histogram.getValueAtPercentile(90)),
-    p99: ms(histogram.getValueAtPercentile(99)),
-    max: ms(histogram.maxValue),
-  };
 }

@@ -38,9 +38,18 @@ export interface BurstOverlap {
   overlappingGroups: number;
 }
 
-/** The numbers of one load phase. */
+/** Where the open load of a paired run sends its requests: a path on the app, and how their keys are chosen. */
+export interface LoadTarget {
+  path: string;
+  keys: KeyPlan;
+}
+
+/**
+ * The numbers of one load phase, or of one stretch of the open load: a
+ * window of a paired run, or the settling time before it.
+ */
 export interface PhaseResult {
-  name: LoadPhase['name'];
+  name: LoadPhase['name'] | 'settle' | 'window';
   durationSeconds: number;
   /** Completed responses, any status. */
   responses: number;
@@ -59,10 +68,19 @@ export interface PhaseResult {
   burst?: BurstOverlap;
 }
 
-/** Runner to load generator: run this job. */
-export type LoadRequest = { type: 'run'; job: LoadJob };
-/** Load generator to runner: the job's phases, or why it failed. */
-export type LoadReply = { type: 'result'; phases: PhaseResult[] } | { type: 'failed'; message: string };
+/**
+ * Runner to load generator: run this job; or, in a paired run, open
+ * connections that keep sending until closed, aim them at another target,
+ * and tally what they were answered since the last tally.
+ */
+export type LoadRequest =
+  | { type: 'run'; job: LoadJob }
+  | { type: 'open'; url: string; body: string; connections: number; target: LoadTarget }
+  | { type: 'aim'; target: LoadTarget }
+  | { type: 'tally'; name: PhaseResult['name'] }
+  | { type: 'close' };
+/** Load generator to runner: a job's phases (a tally is one), done for the other requests, or why it failed. */
+export type LoadReply = { type: 'result'; phases: PhaseResult[] } | { type: 'done' } | { type: 'failed'; message: string };
 
 /** Sent by the bench app once it listens. */
 export interface AppReady {

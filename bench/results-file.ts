@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchOptions } from './cli-options.js';
@@ -33,6 +33,7 @@ export interface MachineDescription {
 export interface BenchResults {
   generatedAt: string;
   commit?: string;
+  command: RunCommand;
   settings: BenchOptions;
   machine: MachineDescription;
   notes: string[];
@@ -59,6 +60,19 @@ export function describeMachine(database: string, busyBeforeStart: number): Mach
     loadAverageAtStart: loadavg().map(round2),
     busyBeforeStart,
   };
+}
+
+/** How this run was started: the command line from the checkout (`node dist/bench/paired.js --pairs 4`), and the npm script that ran it, if any. */
+export interface RunCommand {
+  commandLine: string;
+  npmScript?: string;
+}
+
+/** The command line of this process, with its script relative to the checkout, so that it names no machine's paths. */
+export function runCommand(): RunCommand {
+  const quoted = (arg: string) => (/^[\w.,:=/@+-]+$/.test(arg) ? arg : JSON.stringify(arg));
+  const commandLine = ['node', relative(CHECKOUT_DIR, process.argv[1]), ...process.argv.slice(2)].map(quoted).join(' ');
+  return { commandLine, ...(process.env.npm_lifecycle_event && { npmScript: process.env.npm_lifecycle_event }) };
 }
 
 /** The checked-out commit, when this is a git checkout with git installed. */

@@ -1,0 +1,56 @@
+import { type CommandLine, type CommandLineValues, type Flag, fileName, positiveNumber, switchFlag, text, valueFlag, wholeNumber } from '../harness/command-line.js';
+
+/** The flags of `npm run bench` (the paired method); each default is written here once, and the help text comes from them. */
+export const PAIRED_COMMAND_LINE = {
+  command: 'npm run bench --',
+  flags: {
+    pairs: valueFlag({ placeholder: '<n>', description: 'pairs per comparison: cycles of the schedule, every other one reversed (an even count balances the orders)', default: '20', parse: wholeNumber() }),
+    window: valueFlag({ placeholder: '<s>', description: 'seconds each window is measured', default: '2', parse: positiveNumber() }),
+    settle: valueFlag({ placeholder: '<s>', description: "seconds of a window's load before it is measured", default: '0.5', parse: positiveNumber(true) }),
+    warmup: valueFlag({ placeholder: '<s>', description: 'seconds of unmeasured load on each variant before the first window', default: '1', parse: positiveNumber(true) }),
+    connections: valueFlag({ placeholder: '<n>', description: 'concurrent connections of the load generator, open for the whole run', default: '32', parse: wholeNumber() }),
+    pool: valueFlag({ placeholder: '<n>', description: "connections in the bench app's pool", default: '10', parse: wholeNumber() }),
+    'replay-keys': valueFlag({ placeholder: '<n>', description: 'completed keys created for each replay variant', default: '1000', parse: wholeNumber() }),
+    'no-peer': switchFlag('skip @node-idempotency/nestjs even when Redis answers'),
+    'redis-url': valueFlag({ placeholder: '<url>', description: "the peer's Redis", default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', defaultNote: 'REDIS_URL, else redis://127.0.0.1:6379', parse: text }),
+    'results-name': valueFlag({ placeholder: '<name>', description: 'write bench/results/<name>.json and <name>.svg', default: 'paired', parse: fileName }),
+  },
+  footer: 'PostgreSQL: DATABASE_URL if set, else an embedded server started for the run. The round-based scenarios: npm run bench:rounds -- --help.',
+} satisfies CommandLine<Record<string, Flag<unknown>>>;
+
+/** The settings of one paired run. */
+export interface PairedOptions {
+  /** Cycles of the schedule: each comparison gets about this many pairs. */
+  pairs: number;
+  windowSeconds: number;
+  /** Seconds of each window's load before it is measured, so that the previous variant's work has drained. */
+  settleSeconds: number;
+  /** Seconds of load on each variant, once, before the first window. */
+  warmupSeconds: number;
+  connections: number;
+  /** Connections in the bench app's pool (the DataSource's `extra.max`). */
+  poolSize: number;
+  /** Completed keys created once for each replay variant, then cycled. */
+  replayKeys: number;
+  /** Whether to load the peer when a Redis server answers. */
+  peer: boolean;
+  redisUrl: string;
+  /** Results go to bench/results/<name>.json and .svg. */
+  resultsName: string;
+}
+
+/** The run's settings from the parsed flags. */
+export function pairedOptions(values: CommandLineValues<typeof PAIRED_COMMAND_LINE.flags>): PairedOptions {
+  return {
+    pairs: values.pairs,
+    windowSeconds: values.window,
+    settleSeconds: values.settle,
+    warmupSeconds: values.warmup,
+    connections: values.connections,
+    poolSize: values.pool,
+    replayKeys: values['replay-keys'],
+    peer: !values['no-peer'],
+    redisUrl: values['redis-url'],
+    resultsName: values['results-name'],
+  };
+}

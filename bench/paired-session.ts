@@ -1,0 +1,136 @@
+import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CleanupStack } from '../harness/cleanup-stack.js';
+import { createBenchDatabase } from './bench-database.js';
+import { type BenchAppProcess, type LoadGeneratorProcess, startBenchApp, startLoadGenerator } from './child-processes.js';
+import { CpuMeter, openCpuMeter } from './cpu-cost.js';
+import { machineBeforeRun } from './machine-load.js';
+import { renderPairedChart } from './paired-chart.js';
+import type { PairedOptions } from './paired-options.js';
+import { formatPairedReport, windowLine } from './paired-report.js';
+import { CACHE_OFF_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
+import { type PairedWindow, pairsOf, summariseComparisons, summariseVariants } from './paired-statistics.js';
+import { peerFor } from './peer-setup.js';
+import { currentCommit, describeMachine, round2, runCommand, writeResultFiles } from './results-file.js';
+import { ORDER_BODY, problemsOf, type Scenario } from './scenarios.js';
+
+/** How long completing one replay pool may take before the runner gives up on the load generator. */
+const PREPARE_TIMEOUT_MS = 120_000;
+
+/**
+ * One paired run: a fresh database, one bench app process holding every
+ * variant's route (and the replay-cache-off app mounted beside its main
+ * one), and one open load that moves from variant to variant in short
+ * windows, along the schedule of `paired-schedule.ts`. Then the paired
+ * report, `bench/results/<name>.json` and `.svg`. Resolves to the exit
+ * code: 1 when any window had a problem.
+ */
+export async function runPairedSession(options: PairedOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
+  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const notes = [
+    'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the paired ratios, each of two neighbouring windows of one app process.',
+    `The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`,
+  ];
+  const before = await machineBeforeRun(log);
+  if (before.warning) notes.push(before.warning);
+  const database = await createBenchDatabase(runId, log);
+  cleanup.add('database', database.close);
+  const machine = describeMachine(database.description, before.busyShare);
+  const peer = await peerFor(options, true, runId, cleanup, notes, log);
+  const variants = PAIRED_VARIANTS.filter((variant) => !variant.peer || peer);
+  const schedule = windowSchedule(options.pairs, variants);
+
+  const app = await startBenchApp({
+    databaseUrl: database.url,
+    poolSize: options.poolSize,
+    peer,
+    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency },
+  });
+  cleanup.add('bench app', () => app.process.stop());
+  const load = startLoadGenerator();
+  cleanup.add('load generator', () => load.process.stop());
+  const appDied = app.process.ended.then((end) => Promise.reject(new Error(`the bench app exited (code ${end.code}) during the run`)));
+  appDied.catch(() => undefined);
+  const whileAppRuns = <T>(work: Promise<T>): Promise<T> => Promise.race([work, appDied]);
+  const cpu = await openCpuMeter(database.url, peer?.redisUrl, cleanup, notes);
+
+  log(machine.line);
+  const minutes = Math.ceil((schedule.length * (options.windowSeconds + options.settleSeconds) + variants.length * options.warmupSeconds) / 60);
+  log(
+    `${schedule.length} windows (${options.pairs} pairs per comparison) of ${options.windowSeconds} s, each after ${options.settleSeconds} s of settling; ` +
+      `${options.connections} connections, a pool of ${options.poolSize}; about ${minutes} minute${minutes === 1 ? '' : 's'}`,
+  );
+  const problems = await whileAppRuns(prepareReplayPools(variants, app, load, options, runId, log));
+  await whileAppRuns(load.open(app.url, ORDER_BODY, options.connections, targetOf(schedule[0], runId, 'warm', options.replayKeys)));
+  // Once per variant before the first window: the JIT compiles each route's code, caches fill, connections open.
+  for (const variant of variants) {
+    await whileAppRuns(load.aim(targetOf(variant, runId, 'warm', options.replayKeys)));
+    await whileAppRuns(sleep(options.warmupSeconds * 1000));
+  }
+
+  const windows: PairedWindow[] = [];
+  for (const [position, variant] of schedule.entries()) {
+    const index = position + 1;
+    await whileAppRuns(load.aim(targetOf(variant, runId, `w${index}`, options.replayKeys)));
+    await whileAppRuns(sleep(options.settleSeconds * 1000));
+    // The tally and the CPU readings are asked for together, so that they bracket the same stretch of load.
+    const [, start] = await whileAppRuns(Promise.all([load.tally('settle'), cpu.read(app, variant.peer)]));
+    await whileAppRuns(sleep(options.windowSeconds * 1000));
+    const [measured, end] = await whileAppRuns(Promise.all([load.tally('window'), cpu.read(app, variant.peer)]));
+    const window: PairedWindow = {
+      index,
+      variant: variant.id,
+      measured,
+      cpu: CpuMeter.cost(start, end, measured.fresh2xx + measured.replayed2xx),
+      problems: problemsOf(variant, [measured]),
+    };
+    windows.push(window);
+    log(windowLine(window, windows[position - 1], variant.label, schedule.length));
+  }
+  await whileAppRuns(load.close());
+  machine.loadAverageAtEnd = loadavg().map(round2);
+
+  const pairs = pairsOf(windows);
+  const comparisons = summariseComparisons(pairs);
+  const summaries = summariseVariants(variants, windows);
+  console.log(`\n${formatPairedReport(comparisons, summaries)}\n`);
+  console.log(`Machine: ${machine.line}; load average ${machine.loadAverageAtStart.join(' ')} at the start, ${machine.loadAverageAtEnd.join(' ')} at the end.`);
+
+  const svg = await renderPairedChart(pairs, comparisons, machine.line).catch((error: unknown) => {
+    notes.push(`The chart could not be drawn: ${String(error)}`);
+    return undefined;
+  });
+  const results = {
+    generatedAt: new Date().toISOString(),
+    commit: await currentCommit(),
+    command: runCommand(),
+    method: 'paired',
+    settings: options,
+    machine,
+    notes,
+    comparisons,
+    variants: summaries,
+    pairs,
+    windows,
+  };
+  log(`wrote ${(await writeResultFiles(options.resultsName, results, svg)).join(', ')}`);
+  for (const note of notes) log(`note: ${note}`);
+
+  problems.push(...summaries.flatMap((summary) => summary.problems.map((problem) => `${summary.label}, ${problem}`)));
+  for (const problem of problems) log(`PROBLEM: ${problem}`);
+  return problems.length ? 1 : 0;
+}
+
+/** Completes each replay variant's pool of keys once, before the load opens; resolves to the problems seen. */
+async function prepareReplayPools(variants: readonly Scenario[], app: BenchAppProcess, load: LoadGeneratorProcess, options: PairedOptions, runId: string, log: (line: string) => void): Promise<string[]> {
+  const problems: string[] = [];
+  for (const variant of variants.filter((candidate) => candidate.keys === 'cycle')) {
+    const { keys } = targetOf(variant, runId, 'prepare', options.replayKeys);
+    const connections = Math.min(options.connections, options.replayKeys);
+    const phases = await load.run({ url: app.url + variant.path, body: ORDER_BODY, phases: [{ name: 'prepare', connections, amount: options.replayKeys, keys }] }, PREPARE_TIMEOUT_MS);
+    problems.push(...problemsOf(variant, phases).map((problem) => `${variant.label}, ${problem}`));
+    log(`prepared ${options.replayKeys} keys for ${variant.label} in ${phases[0].durationSeconds} s`);
+  }
+  return problems;
+}
