@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { type EntityManager, type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { TransactionClosedError } from './idempotency.exceptions.js';
 
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
@@ -69,22 +69,14 @@ export class RequestTransaction {
   static install(runner: QueryRunner, channel: SavepointChannel): RequestTransaction {
     const transaction = new RequestTransaction(runner, channel);
     const query = transaction.query;
-    Object.defineProperty(runner, 'query', {
-      configurable: true,
-      writable: true,
-      value: (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args)),
-    });
-    const manager: EntityManager = runner.manager;
+    runner.query = (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args));
+    const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
     for (const name of ATOMIC_METHODS) {
-      const method = manager[name] as (...args: unknown[]) => Promise<unknown>;
-      Object.defineProperty(manager, name, {
-        configurable: true,
-        writable: true,
-        value: (...args: unknown[]) => {
-          if (name === 'transaction' && units.getStore() !== transaction) refuseStricterIsolation(args[0]);
-          return transaction.unit(() => method.apply(manager, args));
-        },
-      });
+      const method = manager[name];
+      manager[name] = (...args: unknown[]) => {
+        if (name === 'transaction' && units.getStore() !== transaction) refuseStricterIsolation(args[0]);
+        return transaction.unit(() => method.apply(manager, args));
+      };
     }
     byRunner.set(runner, transaction);
     return transaction;
@@ -132,10 +124,18 @@ export class RequestTransaction {
   unit<T>(work: () => Promise<T>): Promise<T> {
     if (units.getStore() === this) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
-    const started = this.lastUnit.then(() => this.inSavepoint(work));
-    this.lastUnit = started.catch(() => undefined);
+    // Most units find no other in flight: they start now, without waiting a turn.
+    const idle = this.running++ === 0;
+    const started = idle ? this.inSavepoint(work) : this.lastUnit.then(() => this.inSavepoint(work));
+    this.lastUnit = started.then(this.ended, this.ended);
     return started;
   }
+
+  /** Units started and not yet ended. */
+  private running = 0;
+  private readonly ended = (): void => {
+    this.running--;
+  };
 
   private async inSavepoint<T>(work: () => Promise<T>): Promise<T> {
     if (!this.isOpen) throw this.closedError();

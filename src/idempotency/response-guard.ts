@@ -1,7 +1,14 @@
-/** The methods every way of writing a Node response ends in: Express's `send()`, `json()`, `redirect()`, a piped stream. */
-const RAW_WRITES = ['writeHead', 'write', 'end', 'flushHeaders'] as const;
+/** The methods every way of writing a Node response ends in (Express's `send()`, `json()`, `redirect()`, a piped stream), and Fastify's own `send()`. */
+type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send';
+const RAW_WRITES: readonly WriteMethod[] = ['writeHead', 'write', 'end', 'flushHeaders'];
 
+type Write = (...args: unknown[]) => unknown;
+type Writable = Record<WriteMethod, Write>;
+
+/** The guard of each held response, and of its raw Node response. */
 const guards = new WeakMap<object, ResponseGuard>();
+/** The prototypes whose write methods already look the guard up, and the methods they had. */
+const wrapped = new WeakMap<object, Partial<Record<WriteMethod, Write>>>();
 
 /**
  * Holds an Express response or a Fastify reply while an idempotent handler
@@ -14,35 +21,42 @@ const guards = new WeakMap<object, ResponseGuard>();
  * It also keeps the status and headers the handler found, to put back when
  * the handler's own outcome is not the one sent (a duplicate claimed at
  * commit that lost to the winner, a held write).
+ *
+ * It is held on every request that runs a handler, and so sets no property
+ * on the response: Express gives each response its prototype with
+ * `Object.setPrototypeOf`, after which every property added to the object
+ * costs microseconds. The write methods of the response's prototype are
+ * wrapped once instead (Express's app response, Fastify's reply and Node's
+ * ServerResponse under it), and look the guard up here: a response nobody
+ * holds writes as it always did.
  */
 export class ResponseGuard {
   /** The first write the handler made itself, e.g. `res.end()`. */
   private heldWrite?: string;
   /** Holding while the handler runs; open for the module's answer; closed once that answer ended. */
   private mode: 'holding' | 'open' | 'closed' = 'holding';
-  private readonly undo: Array<() => void> = [];
+  private readonly raw: Writable;
   private readonly statusBefore: number;
   private readonly headersBefore: Array<[string, HeaderValue]>;
 
   private constructor(private readonly response: HttpResponse) {
     this.statusBefore = response.statusCode;
     this.headersBefore = Object.entries(response.getHeaders());
+    this.raw = (response.raw ?? response) as unknown as Writable;
   }
 
   /** Starts holding `response` (an Express response or a Fastify reply). */
   static hold(response: unknown): ResponseGuard {
     const target = response as HttpResponse;
     const guard = new ResponseGuard(target);
-    const raw = target.raw ?? target;
-    for (const name of RAW_WRITES) guard.intercept(raw, name, `res.${name}()`);
-    if (target.raw) guard.intercept(target, 'send', 'reply.send()');
+    wrapWrites(guard.raw, RAW_WRITES);
+    guards.set(guard.raw, guard);
+    if (target.raw) {
+      wrapWrites(target as unknown as Writable, ['send']);
+      guards.set(target, guard);
+    }
     // A stream piped into the response writes only later, maybe after the handler returned: the pipe itself is the write.
-    const piped = () => {
-      if (guard.mode === 'holding') guard.heldWrite ??= 'a stream piped into it';
-    };
-    (raw as unknown as NodeJS.EventEmitter).on('pipe', piped);
-    guard.undo.push(() => (raw as unknown as NodeJS.EventEmitter).off('pipe', piped));
-    guards.set(target, guard);
+    (guard.raw as unknown as NodeJS.EventEmitter).on('pipe', onPipe);
     return guard;
   }
 
@@ -80,39 +94,62 @@ export class ResponseGuard {
    * stream of the handler's, still writing into a response that was answered).
    */
   release(): void {
-    guards.delete(this.response);
+    (this.raw as unknown as NodeJS.EventEmitter).off('pipe', onPipe);
     if (this.heldWrite === undefined) {
-      for (const undo of this.undo.reverse()) undo();
+      guards.delete(this.raw);
+      guards.delete(this.response);
       return;
     }
     this.restore();
     this.mode = 'open';
   }
 
-  private intercept(target: object, name: string, label: string): void {
-    const own = Object.getOwnPropertyDescriptor(target, name);
-    const original = (target as Record<string, (...args: unknown[]) => unknown>)[name];
-    const guard = this;
-    Object.defineProperty(target, name, {
-      configurable: true,
-      writable: true,
-      value: function (this: unknown, ...args: unknown[]) {
-        if (guard.mode === 'open') {
-          const result = original.apply(this, args);
-          if (name === 'end') guard.mode = 'closed';
-          return result;
-        }
-        if (guard.mode === 'holding') guard.heldWrite ??= label;
-        // Held back: a caller that waits on the write's callback goes on, and finds out from the module's answer.
-        const callback = args.find((arg): arg is () => void => typeof arg === 'function');
-        if (callback) process.nextTick(callback);
-        return name === 'write' ? true : this;
-      },
-    });
-    this.undo.push(() => {
-      if (own) Object.defineProperty(target, name, own);
-      else delete (target as Record<string, unknown>)[name];
-    });
+  /** A write on a held response: held back, or, once open, the module's answer going through. */
+  private write(target: object, name: WriteMethod, original: Write, args: unknown[]): unknown {
+    if (this.mode === 'open') {
+      const result = original.apply(target, args);
+      if (name === 'end') this.mode = 'closed';
+      return result;
+    }
+    if (this.mode === 'holding') this.heldWrite ??= target === this.raw ? `res.${name}()` : 'reply.send()';
+    // Held back: a caller that waits on the write's callback goes on, and finds out from the module's answer.
+    const callback = args.find((arg): arg is () => void => typeof arg === 'function');
+    if (callback) process.nextTick(callback);
+    return name === 'write' ? true : target;
+  }
+
+  /** A pipe into a held response. */
+  private piped(): void {
+    if (this.mode === 'holding') this.heldWrite ??= 'a stream piped into it';
+  }
+
+  /** What a wrapped write method does. */
+  static written(target: object, name: WriteMethod, original: Write, args: unknown[]): unknown {
+    const guard = guards.get(target);
+    return guard ? guard.write(target, name, original, args) : original.apply(target, args);
+  }
+
+  static onPipe(target: object): void {
+    guards.get(target)?.piped();
+  }
+}
+
+function onPipe(this: object): void {
+  ResponseGuard.onPipe(this);
+}
+
+/** Wraps the write methods of `target`'s prototype, once per prototype. */
+function wrapWrites(target: Writable, names: readonly WriteMethod[]): void {
+  const prototype = Object.getPrototypeOf(target) as Writable;
+  const done = wrapped.get(prototype) ?? {};
+  wrapped.set(prototype, done);
+  for (const name of names) {
+    if (done[name]) continue;
+    const original = prototype[name];
+    done[name] = original;
+    prototype[name] = function (this: object, ...args: unknown[]) {
+      return ResponseGuard.written(this, name, original, args);
+    };
   }
 }
 

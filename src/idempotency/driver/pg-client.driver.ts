@@ -134,9 +134,18 @@ export class PgClientDriver implements TransactionDriver {
     return Boolean(this.client.pipeline);
   }
 
-  /** Into the socket at once; on a pipelined connection still corked by `open()`, it leaves with what is corked. */
+  /**
+   * Into the socket at once; on a pipelined connection it waits, corked,
+   * for the caller's next statement to join it in one write (statements
+   * sent this turn of the event loop leave together).
+   */
   enqueue(sql: string): Promise<unknown> {
-    return this.client.query(sql);
+    if (!this.client.pipeline) return this.client.query(sql);
+    const stream = this.client.connection!.stream!;
+    stream.cork!();
+    const sent = this.client.query(sql);
+    setImmediate(() => stream.uncork!());
+    return sent;
   }
 
   /**
