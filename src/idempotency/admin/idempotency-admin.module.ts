@@ -6,6 +6,7 @@ import type { ResolvedModuleOptions } from '../idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
 import { OutcomeCodec } from '../outcome-codec.js';
 import { OperationRegistry } from '../phases/operation-registry.js';
+import { ReplayCache } from '../replay-cache.js';
 import { TransactionHost } from '../transaction-host.js';
 import { adminDatabaseOf } from './admin-database.js';
 import { documentAdminApi } from './admin-openapi.js';
@@ -22,6 +23,7 @@ import { ReleasedKeysListener } from './released-keys.listener.js';
 /** The admin over the DataSource IdempotencyModule serves, with its codec (plaintext read too) and its events. */
 function adminFactory(served: IdempotencyDataSource, transactions: TransactionHost, events: IdempotencyEvents, options: ResolvedModuleOptions, moduleRef: ModuleRef): IdempotencyAdmin {
   const registry = () => moduleRef.get(OperationRegistry, { strict: false });
+  const cache = () => moduleRef.get(ReplayCache, { strict: false });
   return new IdempotencyAdmin(
     adminDatabaseOf(() => served.dataSource, (work) => transactions.outside(work)),
     {
@@ -30,6 +32,7 @@ function adminFactory(served: IdempotencyDataSource, transactions: TransactionHo
       emit: (event) => events.emit(event),
       retention: options.retention,
       registered: (operation) => registry().get(operation) !== undefined,
+      released: (id) => cache().forget(id),
     },
   );
 }

@@ -32,6 +32,8 @@ export interface AdminSettings {
   retention: number;
   /** Whether this process registers a phased operation, so that its completer can finish it; omitted where unknown. */
   registered?(operation: string): boolean;
+  /** Called once a release committed: this process drops the key's cached outcome at once, before the announcement reaches it. */
+  released?(id: RecordId): void;
 }
 
 type SummaryRow = RecordId & { status: RecordSummary['status']; response_status: number | null; created_at: Date; completed_at: Date | null; expires_at: Date; expired: boolean; attempts: number; position: string };
@@ -121,7 +123,11 @@ export class IdempotencyAdmin {
    * the admin module drop the key's cached outcome when the release commits.
    */
   release(id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
-    return this.audited('release', caller, reason, { operation: id.operation, keyHash: hashKey(id) }, () => releaseKey(this.database, id, caller, reason));
+    return this.audited('release', caller, reason, { operation: id.operation, keyHash: hashKey(id) }, async () => {
+      const result = await releaseKey(this.database, id, caller, reason);
+      this.settings.released?.(id);
+      return result;
+    });
   }
 
   /** Records an unfinished operation whose lease lapsed as failed: every retry then gets the `operation-failed` problem. */
