@@ -58,14 +58,14 @@ textarea { width: min(40rem, 100%); }
 button { background: var(--accent); color: #fff; border-color: var(--accent); cursor: pointer; }
 button[disabled] { opacity: .5; cursor: not-allowed; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
-th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
 th { background: #eef1f5; font-weight: 600; font-size: 12px; white-space: nowrap; }
 table.headers { width: auto; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; background: #fff; border: 1px solid var(--line); padding: .8rem; margin: 0; }
 dt { color: var(--muted); }
 dd { margin: 0; word-break: break-all; }
 pre.body { background: #fff; border: 1px solid var(--line); padding: .6rem; overflow: auto; max-height: 24rem; }
-.status { display: inline-block; padding: 0 .4rem; border-radius: 3px; font-size: 12px; background: #e6e9ee; }
+.status { display: inline-block; white-space: nowrap; padding: 0 .4rem; border-radius: 3px; font-size: 12px; background: #e6e9ee; }
 .status.completed { background: #dcf1e2; color: var(--good); }
 .status.failed, .status.expired { background: #f7dedc; color: var(--bad); }
 .status.in_progress, .status.running { background: #fdf0d5; color: var(--warn); }
