@@ -12,6 +12,7 @@ import {
   IdempotencyProblemType,
   tenantScope,
 } from '../src/idempotency/index.js';
+import { SEARCH_WINDOW } from '../src/idempotency/admin/admin.statements.js';
 import { ADMIN, adminAppModules } from './support/admin-app.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
@@ -91,6 +92,22 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     expect(detail.body.fingerprint).toMatch(/^[0-9a-f]{64}$/);
     await read('record', id('no-such-key')).expect(404);
     await read('records', { since: 'yesterday' }).expect(400);
+  });
+
+  it('looks for a status among a window of claims per page, and carries on with older ones', async () => {
+    const scope = tenantScope(`window-${adapter}`);
+    // One failed record, older than a window's worth of completed ones.
+    await db.query(
+      `INSERT INTO idempotency_records (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+       SELECT $1, 'POST /entries', 'k-' || g, 'f', CASE WHEN g = 0 THEN 'failed' ELSE 'completed' END, 500, '{}', '', now() + g * interval '1 ms', now(), now() + interval '1 day'
+         FROM generate_series(0, ${SEARCH_WINDOW}) AS g`,
+      [scope],
+    );
+    const first = (await read('records', { scope, status: 'failed' }).expect(200)).body;
+    expect(first).toMatchObject({ items: [], partial: true, next: expect.any(String) });
+    const second = (await read('records', { scope, status: 'failed', cursor: first.next }).expect(200)).body;
+    expect(second.items.map((record: { key: string }) => record.key)).toEqual(['k-0']);
+    expect(second.next).toBeUndefined();
   });
 
   it('refuses a tenant the caller may not see: its records, its actions, and the outbox, which names no tenant', async () => {

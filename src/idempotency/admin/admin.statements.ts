@@ -63,37 +63,56 @@ class Conditions {
   }
 }
 
-/** The conditions every record list takes: status, time range and the page's position, on the table aliased `alias`. */
-function recordConditions(conditions: Conditions, filter: RecordFilter, alias: string, ordering: string): void {
-  const column = (name: string) => `${alias}.${name}`;
-  if (filter.status) conditions.and(`${column('status')} = ${conditions.param(filter.status)}`);
-  if (filter.since) conditions.and(`${column('created_at')} >= ${conditions.param(filter.since)}::timestamptz`);
-  if (filter.until) conditions.and(`${column('created_at')} < ${conditions.param(filter.until)}::timestamptz`);
+/**
+ * How many claims a filtered search reads at most per page: a status or an
+ * operation is not in the index the search walks (an index naming `status`
+ * would make every completion a non-HOT update), so it is looked for among
+ * this many claims, newest first, and the page's cursor carries on from the
+ * oldest one read.
+ */
+export const SEARCH_WINDOW = 10_000;
+
+/** Newest claim first; the primary key breaks ties. */
+const NEWEST_FIRST = 'ORDER BY r.created_at DESC, r.scope DESC, r.operation DESC, r.key DESC';
+
+/** The conditions on claim time and the page's position: the bounds of an ordered walk of `created_at`. */
+function claimTimeConditions(conditions: Conditions, filter: RecordFilter): void {
+  if (filter.since) conditions.and(`r.created_at >= ${conditions.param(filter.since)}::timestamptz`);
+  if (filter.until) conditions.and(`r.created_at < ${conditions.param(filter.until)}::timestamptz`);
   const after = filter.after;
   if (after) {
-    // Spelled out rather than as one row comparison, so that the ordering column's bound is an index condition.
+    // Spelled out rather than as one row comparison, so that the bound on created_at is an index condition.
     const at = `${conditions.param(after.at)}::timestamptz`;
     const id = `(${conditions.param(after.scope)}, ${conditions.param(after.operation)}, ${conditions.param(after.key)})`;
-    const [before, tie] = ordering === 'DESC' ? ['<', '<'] : ['>', '>'];
-    conditions.and(`${column('created_at')} ${before}= ${at} AND (${column('created_at')} ${before} ${at} OR (${column('scope')}, ${column('operation')}, ${column('key')}) ${tie} ${id})`);
+    conditions.and(`r.created_at <= ${at} AND (r.created_at < ${at} OR (r.scope, r.operation, r.key) < ${id})`);
   }
 }
 
 export const AdminRecordStatements = {
   /**
-   * The newest records first, `limit` of them, in the scopes, operation,
-   * status and time range asked for, after `filter.after`. On
-   * `idempotency_records_created_at_idx`, read backwards; for a few scopes
-   * the planner may take their part of the primary key and sort it instead.
+   * The newest records first, `limit` of them, in the scopes and time range
+   * asked for, after `filter.after`: on `idempotency_records_created_at_idx`
+   * read backwards, or, for a few small scopes, their part of the primary
+   * key, sorted (the planner picks). With a status or an operation to match,
+   * it reads `SEARCH_WINDOW` claims at most and answers the matches among
+   * them, plus the last claim read (`window_end`) when it read that many,
+   * for the next page to start after.
    */
   newest(filter: RecordFilter, limit: number): Statement {
     const conditions = new Conditions();
     if (filter.scopes) conditions.and(`r.scope = ANY(${conditions.param(filter.scopes)}::text[])`);
-    if (filter.operation) conditions.and(`r.operation = ${conditions.param(filter.operation)}`);
-    recordConditions(conditions, filter, 'r', 'DESC');
+    claimTimeConditions(conditions, filter);
+    const matching: string[] = [];
+    if (filter.operation) matching.push(`r.operation = ${conditions.param(filter.operation)}`);
+    if (filter.status) matching.push(`r.status = ${conditions.param(filter.status)}`);
+    const walk = `SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position FROM idempotency_records r ${conditions.where} ${NEWEST_FIRST}`;
+    if (matching.length === 0) return { text: `${walk} LIMIT ${conditions.param(limit)}`, values: conditions.values };
+    const window = conditions.param(SEARCH_WINDOW);
     return {
-      text: `SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position FROM idempotency_records r ${conditions.where}
-              ORDER BY r.created_at DESC, r.scope DESC, r.operation DESC, r.key DESC LIMIT ${conditions.param(limit)}`,
+      text: `WITH searched AS MATERIALIZED (${walk} LIMIT ${window})
+             (SELECT *, false AS window_end FROM searched r WHERE ${matching.join(' AND ')} ${NEWEST_FIRST} LIMIT ${conditions.param(limit)})
+             UNION ALL
+             (SELECT *, true FROM searched r WHERE (SELECT count(*) FROM searched) = ${window} ORDER BY r.created_at, r.scope, r.operation, r.key LIMIT 1)`,
       values: conditions.values,
     };
   },
@@ -121,14 +140,18 @@ export const AdminRecordStatements = {
            UNION ALL
            SELECT p.scope, (SELECT r.operation FROM idempotency_records r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
              FROM pairs p WHERE p.operation IS NOT NULL)`;
-    recordConditions(conditions, filter, 'r', 'DESC');
-    const where = conditions.where ? `AND ${conditions.where.slice('WHERE '.length)}` : '';
+    conditions.and('p.scope IS NOT NULL AND p.operation IS NOT NULL');
+    if (filter.status) conditions.and(`r.status = ${conditions.param(filter.status)}`);
+    claimTimeConditions(conditions, filter);
     return {
       text: `WITH RECURSIVE ${scopes}, ${pairs}
              SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position
-               FROM pairs p JOIN idempotency_records r ON r.scope = p.scope AND r.operation = p.operation AND r.key = ${key}
-              WHERE p.scope IS NOT NULL AND p.operation IS NOT NULL ${where}
-              ORDER BY r.created_at DESC, r.scope DESC, r.operation DESC, r.key DESC LIMIT ${conditions.param(limit)}`,
+               FROM pairs p
+               -- LIMIT 1 (the primary key holds one row at most) keeps it a lookup per pair: joined plainly, the
+               -- planner may prefer one pass over the whole primary key, filtering on its last column.
+               CROSS JOIN LATERAL (SELECT * FROM idempotency_records x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
+              ${conditions.where}
+              ${NEWEST_FIRST} LIMIT ${conditions.param(limit)}`,
       values: conditions.values,
     };
   },
@@ -214,7 +237,8 @@ function releasedPayload(id: RecordId): string {
   return Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES ? payload : '*';
 }
 
-const EVENT_COLUMNS = `id, seq::text AS seq, type, ordering_key, status, attempts, last_error, payload, headers, created_at, settled_at, next_attempt_at`;
+// seq leaves as text (a bigint may exceed a JS number); statements order by the column, o.seq, never by that text.
+const EVENT_COLUMNS = `o.id, o.seq::text AS seq, o.type, o.ordering_key, o.status, o.attempts, o.last_error, o.payload, o.headers, o.created_at, o.settled_at, o.next_attempt_at`;
 
 export const AdminOutboxStatements = {
   /**
@@ -225,19 +249,19 @@ export const AdminOutboxStatements = {
   events(state: 'pending' | 'dead', afterSeq: string | undefined, limit: number): Statement {
     const status = state === 'dead' ? `'dead'` : `'pending'`;
     return {
-      text: `SELECT ${EVENT_COLUMNS} FROM idempotency_outbox WHERE status = ${status} AND seq > $1::bigint ORDER BY seq LIMIT $2`,
+      text: `SELECT ${EVENT_COLUMNS} FROM idempotency_outbox o WHERE o.status = ${status} AND o.seq > $1::bigint ORDER BY o.seq LIMIT $2`,
       values: [afterSeq ?? '0', limit],
     };
   },
 
   /** Locks the events asked for, or fails at once (55P03) when a transaction holds one (the reaper deleting it). */
   lock(ids: readonly string[]): Statement {
-    return { text: `SELECT id, seq::text AS seq, status, ordering_key FROM idempotency_outbox WHERE id = ANY($1::uuid[]) ORDER BY seq FOR UPDATE NOWAIT`, values: [ids] };
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.id = ANY($1::uuid[]) ORDER BY o.seq FOR UPDATE NOWAIT`, values: [ids] };
   },
 
   /** Every dead letter, locked, oldest first: requeueing all of them keeps each key's order by itself. */
   lockAllDead(): Statement {
-    return { text: `SELECT id, seq::text AS seq, status, ordering_key FROM idempotency_outbox WHERE status = 'dead' ORDER BY seq FOR UPDATE NOWAIT`, values: [] };
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.status = 'dead' ORDER BY o.seq FOR UPDATE NOWAIT`, values: [] };
   },
 
   /**

@@ -18,6 +18,12 @@ export interface AdminCaller {
 export interface AdminPage<Item> {
   items: Item[];
   next?: string;
+  /**
+   * A search for a status or an operation stopped after reading its window
+   * of claims (`SEARCH_WINDOW`, newest first) with fewer matches than a
+   * page: `next` carries on with older claims, and may find more.
+   */
+  partial?: true;
 }
 
 /** How a list is paged: at most `limit` items (default 50, at most 200) after `cursor`. */

@@ -36,7 +36,18 @@ export interface AdminSettings {
   released?(id: RecordId): void;
 }
 
-type SummaryRow = RecordId & { status: RecordSummary['status']; response_status: number | null; created_at: Date; completed_at: Date | null; expires_at: Date; expired: boolean; attempts: number; position: string };
+type SummaryRow = RecordId & {
+  status: RecordSummary['status'];
+  response_status: number | null;
+  created_at: Date;
+  completed_at: Date | null;
+  expires_at: Date;
+  expired: boolean;
+  attempts: number;
+  position: string;
+  /** The last claim a filtered search read, not a match: where the next page starts. */
+  window_end?: boolean;
+};
 type DetailRow = SummaryRow & {
   fingerprint: string;
   response_headers: Record<string, string> | null;
@@ -87,7 +98,10 @@ export class IdempotencyAdmin {
     };
     const statement = query.key ? AdminRecordStatements.byKey({ ...filter, key: query.key }, limit + 1) : AdminRecordStatements.newest(filter, limit + 1);
     const rows = await this.database.read<SummaryRow>(statement);
-    return pageOf(rows, limit, summaryOf, (row) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key }));
+    const cursorOf = (row: SummaryRow) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key });
+    const windowEnd = rows.find((row) => row.window_end);
+    const page = pageOf(windowEnd ? rows.filter((row) => row !== windowEnd) : rows, limit, summaryOf, cursorOf);
+    return windowEnd && !page.next ? { ...page, next: cursorOf(windowEnd), partial: true } : page;
   }
 
   /** One record with its decoded answer; refused for a scope the caller may not see, 404 when there is none. */

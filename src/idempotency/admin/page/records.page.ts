@@ -31,9 +31,10 @@ export function recordsPage(context: PageContext, asked: RecordQuery, found: Adm
   );
   const table = found.items.length
     ? html`<table><thead><tr><th>Claimed</th><th>Scope</th><th>Operation</th><th>Key</th><th>Status</th><th>Answer</th><th>Expires</th></tr></thead><tbody>${rows}</tbody></table>`
-    : html`<p class="empty">No record matches.</p>`;
+    : html`<p class="empty">No record matches${found.partial ? ' among these claims' : ''}.</p>`;
   const next = found.next ? `${base}${query({ ...filters, cursor: found.next })}` : undefined;
-  return layout(context, 'records', 'Records', html`${form}${table}${nextLink(next)}`);
+  const partial = found.partial ? html`<p class="note">The search reads a window of claims per page, newest first; the next page searches older ones.</p>` : '';
+  return layout(context, 'records', 'Records', html`${form}${table}${partial}${nextLink(next)}`);
 }
 
 /** One record: its request's fingerprint, status, answer and timings, and the actions it allows. */
