@@ -34,6 +34,7 @@ export function seqCursor(seq: string): string {
   return Buffer.from(JSON.stringify([seq])).toString('base64url');
 }
 
+/** The `seq` an outbox cursor names; a cursor this module did not make is a bad request. */
 export function seqPosition(cursor: string): string {
   const parts = parse(cursor);
   if (!Array.isArray(parts) || parts.length !== 1 || typeof parts[0] !== 'string' || !/^\d{1,19}$/.test(parts[0])) throw badCursor();

@@ -41,6 +41,7 @@ export function recordIdOf(params: Params): RecordId {
   return { scope, operation, key };
 }
 
+/** A record search from a query string: `scope`, `operation`, `key`, `status`, `since`, `until`, `limit`, `cursor`. */
 export function recordQueryOf(params: Params): RecordQuery {
   const status = text(params, 'status');
   if (status !== undefined && !STATUSES.includes(status as IdempotencyRecordStatus)) throw bad(`status must be one of ${STATUSES.join(', ')}, got ${JSON.stringify(status)}.`);
@@ -55,10 +56,12 @@ export function recordQueryOf(params: Params): RecordQuery {
   };
 }
 
+/** The unfinished operations asked for: `scope`, `operation`, `limit`, `cursor`. */
 export function unfinishedQueryOf(params: Params): UnfinishedQuery {
   return { scope: text(params, 'scope'), operation: text(params, 'operation'), ...pageOf(params) };
 }
 
+/** The outbox events asked for: `state` (default `dead`), `limit`, `cursor`. */
 export function outboxQueryOf(params: Params): OutboxQuery {
   return { state: (text(params, 'state') ?? 'dead') as OutboxQuery['state'], ...pageOf(params) };
 }

@@ -88,6 +88,7 @@ function claimTimeConditions(conditions: Conditions, filter: RecordFilter): void
   }
 }
 
+/** The admin's SQL on `idempotency_records`: its lists, one record, and the locks and writes of `release` and `fail`. */
 export const AdminRecordStatements = {
   /**
    * The newest records first, `limit` of them, in the scopes and time range
@@ -240,6 +241,7 @@ function releasedPayload(id: RecordId): string {
 // seq leaves as text (a bigint may exceed a JS number); statements order by the column, o.seq, never by that text.
 const EVENT_COLUMNS = `o.id, o.seq::text AS seq, o.type, o.ordering_key, o.status, o.attempts, o.last_error, o.payload, o.headers, o.created_at, o.settled_at, o.next_attempt_at`;
 
+/** The admin's SQL on `idempotency_outbox`: its lists, and the locks, checks and write of `requeue`. */
 export const AdminOutboxStatements = {
   /**
    * Events in one state, oldest first, after `afterSeq`, on that state's

@@ -2,13 +2,14 @@ import { hashKey } from '../events/idempotency-events.js';
 import type { AdminActionEvent } from '../events/idempotency-event.types.js';
 import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
 import type { OutcomeCodec } from '../outcome-codec.js';
-import type { RecordId, ResumeInfo } from '../records/stored-record.js';
+import type { RecordId } from '../records/stored-record.js';
 import { assertSeesAll, assertVisible, scopesFor } from './admin-access.js';
 import { markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
 import { pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
 import type { AdminDatabase } from './admin-database.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
 import { AdminOutboxStatements, AdminRecordStatements, type RecordFilter } from './admin.statements.js';
+import { type DetailRow, detailOf, type EventRow, eventOf, type SummaryRow, summaryOf, type UnfinishedRow, unfinishedOf } from './admin-rows.js';
 import type {
   AdminActionResult,
   AdminCaller,
@@ -35,34 +36,6 @@ export interface AdminSettings {
   /** Called once a release committed: this process drops the key's cached outcome at once, before the announcement reaches it. */
   released?(id: RecordId): void;
 }
-
-type SummaryRow = RecordId & {
-  status: RecordSummary['status'];
-  response_status: number | null;
-  created_at: Date;
-  completed_at: Date | null;
-  expires_at: Date;
-  expired: boolean;
-  attempts: number;
-  position: string;
-  /** The last claim a filtered search read, not a match: where the next page starts. */
-  window_end?: boolean;
-};
-type DetailRow = SummaryRow & {
-  fingerprint: string;
-  response_headers: Record<string, string> | null;
-  response_body: string | null;
-  owner_token: string | null;
-  lease_expires_at: Date | null;
-  lease_live: boolean;
-  recovery_point: string | null;
-  phase_results: Record<string, unknown>;
-  resume: ResumeInfo | null;
-  failure_reason: string | null;
-  database_now: Date;
-};
-type UnfinishedRow = RecordId & { created_at: Date; attempts: number; owner_token: string | null; lease_expires_at: Date; lease_live: boolean; recovery_point: string | null; resumes: string | null; phases: string[]; position: string };
-type EventRow = { id: string; seq: string; type: string; ordering_key: string | null; status: OutboxEventView['status']; attempts: number; last_error: string | null; payload: unknown; headers: Record<string, string>; created_at: Date; settled_at: Date | null; next_attempt_at: Date };
 
 /**
  * What operators ask the library, and the three actions they may take:
@@ -117,7 +90,7 @@ export class IdempotencyAdmin {
     const limit = pageSize(query.limit);
     const after = query.cursor ? recordPosition(query.cursor) : undefined;
     const rows = await this.database.read<UnfinishedRow>(AdminRecordStatements.unfinished({ scopes: scopesFor(caller, query.scope), operation: query.operation || undefined, after }, limit + 1));
-    return pageOf(rows, limit, (row) => this.unfinishedOf(row), (row) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key }));
+    return pageOf(rows, limit, (row) => unfinishedOf(row, this.settings.registered), (row) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key }));
   }
 
   /** Outbox events pending or dead, oldest first. Events carry no tenant: only a caller who sees every scope lists them. */
@@ -192,26 +165,6 @@ export class IdempotencyAdmin {
     }
   }
 
-  private unfinishedOf(row: UnfinishedRow): UnfinishedOperation {
-    const state = row.lease_live ? 'running' : row.resumes === null ? 'unstarted' : 'abandoned';
-    const registeredHere = row.resumes !== null && this.settings.registered ? this.settings.registered(row.resumes) : undefined;
-    return {
-      scope: row.scope,
-      operation: row.operation,
-      key: row.key,
-      state,
-      resumes: row.resumes,
-      ...(registeredHere === undefined ? {} : { registeredHere }),
-      recoveryPoint: row.recovery_point,
-      phases: row.phases,
-      attempts: row.attempts,
-      ownerToken: row.owner_token,
-      leaseExpiresAt: row.lease_expires_at,
-      leaseLive: row.lease_live,
-      createdAt: row.created_at,
-      keyHash: hashKey(row),
-    };
-  }
 }
 
 /** Who and why, before anything is read: an action without them cannot be audited. */
@@ -225,51 +178,4 @@ function checkAction(caller: AdminCaller, reason: string): void {
 function pageOf<Row, Item>(rows: Row[], limit: number, item: (row: Row) => Item, cursor: (row: Row) => string): AdminPage<Item> {
   const items = rows.slice(0, limit);
   return rows.length > limit ? { items: items.map(item), next: cursor(items[items.length - 1]) } : { items: items.map(item) };
-}
-
-function summaryOf(row: SummaryRow): RecordSummary {
-  return {
-    scope: row.scope,
-    operation: row.operation,
-    key: row.key,
-    status: row.status,
-    responseStatus: row.response_status,
-    createdAt: row.created_at,
-    completedAt: row.completed_at,
-    expiresAt: row.expires_at,
-    expired: row.expired,
-    attempts: row.attempts,
-    keyHash: hashKey(row),
-  };
-}
-
-function detailOf(row: DetailRow): Omit<RecordDetail, keyof RecordSummary | 'answer' | 'undecryptable'> {
-  return {
-    fingerprint: row.fingerprint,
-    ownerToken: row.owner_token,
-    leaseExpiresAt: row.lease_expires_at,
-    leaseLive: row.lease_live,
-    recoveryPoint: row.recovery_point,
-    phaseResults: row.phase_results,
-    resume: row.resume,
-    failureReason: row.failure_reason,
-    databaseNow: row.database_now,
-  };
-}
-
-function eventOf(row: EventRow): OutboxEventView {
-  return {
-    id: row.id,
-    seq: row.seq,
-    type: row.type,
-    orderingKey: row.ordering_key,
-    status: row.status,
-    attempts: row.attempts,
-    lastError: row.last_error,
-    payload: row.payload,
-    headers: row.headers,
-    createdAt: row.created_at,
-    settledAt: row.settled_at,
-    nextAttemptAt: row.next_attempt_at,
-  };
 }

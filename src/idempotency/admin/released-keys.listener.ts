@@ -1,15 +1,22 @@
-import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import { ReplayCache } from '../replay-cache.js';
 import { RELEASED_CHANNEL } from './admin.statements.js';
 
-/** The part of node-postgres's pool client the listener uses. */
+/** The part of a node-postgres client the listener uses. */
 interface ListeningClient {
+  connect(): Promise<void>;
   query(text: string): Promise<unknown>;
   on(event: 'notification', listener: (message: { payload?: string }) => void): unknown;
   on(event: 'error', listener: () => void): unknown;
-  release(destroy?: boolean): void;
+  end(): Promise<void>;
+}
+
+/** The node-postgres Pool under TypeORM's postgres driver: the client class it makes connections with, and their options. */
+interface PgPool {
+  Client: new (options: unknown) => ListeningClient;
+  options: unknown;
 }
 
 const RETRY_MS = { first: 500, most: 30_000 };
@@ -21,12 +28,14 @@ const RETRY_MS = { first: 500, most: 30_000 };
  * deletes one early and announces it at commit on `RELEASED_CHANNEL`. Each
  * announcement drops the key's entry here; while the listening connection
  * is down an announcement may be missed, so every (re)connection drops the
- * whole cache. It holds one connection of the DataSource's pool (TypeORM's
- * postgres driver keeps the node-postgres pool as `driver.master`, as the
- * outbox relay's wake-up reads it).
+ * whole cache. It listens on a connection of its own, made as the
+ * DataSource's pool makes its own (TypeORM's postgres driver keeps the
+ * node-postgres pool as `driver.master`, as the outbox relay's wake-up reads
+ * it), so that it takes no connection from the pool, and never keeps
+ * `dataSource.destroy()` waiting for one.
  */
 @Injectable()
-export class ReleasedKeysListener implements OnApplicationBootstrap, OnApplicationShutdown {
+export class ReleasedKeysListener implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('IdempotencyAdmin');
   private client?: ListeningClient;
   private retry?: NodeJS.Timeout;
@@ -43,14 +52,12 @@ export class ReleasedKeysListener implements OnApplicationBootstrap, OnApplicati
     await this.connect();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async onModuleDestroy(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
     const client = this.client;
     this.client = undefined;
-    if (!client) return;
-    await client.query(`UNLISTEN ${RELEASED_CHANNEL}`).catch(() => undefined);
-    client.release();
+    await client?.end().catch(() => undefined);
   }
 
   private get cache(): ReplayCache | undefined {
@@ -62,23 +69,23 @@ export class ReleasedKeysListener implements OnApplicationBootstrap, OnApplicati
   }
 
   private async connect(): Promise<void> {
-    const pool = (this.served.dataSource.driver as unknown as { master?: { connect?(): Promise<ListeningClient> } }).master;
-    if (typeof pool?.connect !== 'function') {
+    const pool = (this.served.dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+    if (typeof pool?.Client !== 'function') {
       this.logger.warn('Cannot hear released keys without the node-postgres pool of a TypeORM "postgres" DataSource: a released key may replay from this instance\'s cache until it lapses (replayCacheSize: 0 avoids it).');
       return;
     }
-    let client: ListeningClient | undefined;
+    const client = new pool.Client(pool.options);
     try {
-      client = await pool.connect();
       client.on('notification', ({ payload }) => this.heard(payload));
-      client.on('error', () => this.lost(client!));
+      client.on('error', () => this.lost(client));
+      await client.connect();
       await client.query(`LISTEN ${RELEASED_CHANNEL}`);
-      if (this.closed) return client.release();
+      if (this.closed) return await client.end();
       this.client = client;
       this.retryMs = RETRY_MS.first;
       this.cache?.forget(); // a key may have been released while nobody here listened
     } catch (error) {
-      client?.release(true);
+      void client.end().catch(() => undefined);
       this.reconnect(`cannot listen for released keys (${(error as Error).message})`);
     }
   }
@@ -91,7 +98,7 @@ export class ReleasedKeysListener implements OnApplicationBootstrap, OnApplicati
   private lost(client: ListeningClient): void {
     if (this.client !== client) return;
     this.client = undefined;
-    client.release(true);
+    void client.end().catch(() => undefined);
     this.reconnect('lost the connection listening for released keys');
   }
 

@@ -10,6 +10,7 @@ type Column<Item> = [header: string, value: (item: Item) => unknown];
 
 const time = (date: Date | null | undefined) => (date ? date.toISOString() : '');
 
+/** The columns of a records list. */
 export const RECORD_COLUMNS: Column<RecordSummary>[] = [
   ['CLAIMED', (record) => time(record.createdAt)],
   ['SCOPE', (record) => record.scope],
@@ -19,6 +20,7 @@ export const RECORD_COLUMNS: Column<RecordSummary>[] = [
   ['ANSWER', (record) => record.responseStatus ?? ''],
 ];
 
+/** The columns of the unfinished operations. */
 export const UNFINISHED_COLUMNS: Column<UnfinishedOperation>[] = [
   ['STATE', (operation) => operation.state],
   ['SCOPE', (operation) => operation.scope],
@@ -31,6 +33,7 @@ export const UNFINISHED_COLUMNS: Column<UnfinishedOperation>[] = [
   ['OWNER', (operation) => operation.ownerToken ?? ''],
 ];
 
+/** The columns of outbox events. */
 export const EVENT_COLUMNS: Column<OutboxEventView>[] = [
   ['SEQ', (event) => event.seq],
   ['ID', (event) => event.id],
@@ -74,6 +77,7 @@ export function writeRecord(streams: CliStreams, record: RecordDetail, json: boo
   for (const [name, value] of facts) streams.out(`${name.padEnd(width)}  ${value}`);
 }
 
+/** What an action did, in a sentence (or as JSON). */
 export function writeResult(streams: CliStreams, result: AdminActionResult, json: boolean): void {
   if (json) return streams.out(JSON.stringify(result, null, 2));
   if (result.record) streams.out(`${result.action === 'release' ? 'Released' : 'Marked failed'}: ${result.record.operation} key ${result.record.key} in ${result.record.scope}.`);

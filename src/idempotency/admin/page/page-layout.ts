@@ -8,6 +8,7 @@ export interface PageContext {
   caller: AdminCaller;
 }
 
+/** The page's sections, as its navigation names them. */
 export type Section = 'records' | 'unfinished' | 'dead' | 'pending';
 
 const SECTIONS: Array<[Section, string, string]> = [
