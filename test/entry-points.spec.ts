@@ -44,6 +44,11 @@ describe('entry points load only what they need', () => {
     for (const needed of ['@nats-io/transport-node', '@nats-io/jetstream', '@nestjs/microservices']) expect(loaded).toContain(needed);
   });
 
+  it('the CLI alone loads its argument parser', () => {
+    expect(packagesLoadedBy('src/idempotency/cli/main.js')).toContain('commander');
+    expect(packagesLoadedBy('src/idempotency/index.js')).not.toContain('commander');
+  });
+
   it('the tracing entry point loads @opentelemetry/api, and prom-client only the metrics one', () => {
     expect(packagesLoadedBy('src/idempotency/tracing/index.js')).toContain('@opentelemetry/api');
     expect(packagesLoadedBy('src/idempotency/metrics/index.js')).toContain('prom-client');

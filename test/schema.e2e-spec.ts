@@ -72,6 +72,7 @@ describe('the startup schema check', () => {
   it.each([
     ['the lease index', `DROP INDEX idempotency_records_lease_idx`, 'index idempotency_records_lease_idx is missing'],
     ['the expires_at index', `DROP INDEX idempotency_records_expires_at_idx`, 'index idempotency_records_expires_at_idx is missing'],
+    ['the admin\'s created_at index', `DROP INDEX idempotency_records_created_at_idx`, 'index idempotency_records_created_at_idx is missing (the migration AddIdempotencyAdminIndexes1764400020000 adds it)'],
     ['the primary key', `ALTER TABLE idempotency_records DROP CONSTRAINT idempotency_records_pkey`, 'index idempotency_records_pkey is missing'],
     ['a column', `ALTER TABLE idempotency_records DROP COLUMN owner_token`, 'column owner_token is missing'],
     ['a column type', `ALTER TABLE idempotency_records ALTER COLUMN attempts TYPE bigint`, 'column attempts is bigint, not integer'],

@@ -3,6 +3,7 @@ import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key.guard.js';
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
+import { DEFAULT_ADMIN_API_KEYS, demoAdminModule } from './auth/admin-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
 import { HealthModule } from './health/health.module.js';
@@ -23,6 +24,8 @@ export interface AppOptions {
   databaseUrl: string;
   /** `key:tenant,key:tenant`; default `API_KEYS` from the environment, else the documented demo keys. */
   apiKeys?: string;
+  /** The operators' keys of the admin page, `key:*,key:tenant|tenant`; default `ADMIN_API_KEYS` from the environment, else the documented demo keys. */
+  adminApiKeys?: string;
   /** Base URL of the payment provider (the fake one, in the demo). */
   paymentProviderUrl: string;
   /** How long a charge may take before its outcome counts as unclear. Default 5 s. */
@@ -60,6 +63,7 @@ export class AppModule implements NestModule {
         IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
+        demoAdminModule(options.adminApiKeys ?? process.env.ADMIN_API_KEYS ?? DEFAULT_ADMIN_API_KEYS),
         HealthModule,
         OrdersModule,
         ...(options.delivery?.natsServers && options.delivery.consumer ? [FulfilmentModule] : []),

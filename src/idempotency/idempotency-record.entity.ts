@@ -53,6 +53,8 @@ export class IdempotencyRecord {
   @Column('text', { name: 'response_body', nullable: true })
   responseBody: string | null;
 
+  /** Indexed by the migration `AddIdempotencyAdminIndexes1764400020000`, for the admin's lists. */
+  @Index('idempotency_records_created_at_idx')
   @Column('timestamptz', { name: 'created_at', default: () => 'now()' })
   createdAt: Date;
 

@@ -2,6 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1764400000000 } from '../../migrations/1764400000000-CreateIdempotencyRecords.js';
+import { AddIdempotencyAdminIndexes1764400020000 } from '../../migrations/1764400020000-AddIdempotencyAdminIndexes.js';
 import { isConnectionLost } from './database-errors.js';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { IdempotencyConfigurationError } from './idempotency.exceptions.js';
@@ -33,6 +34,8 @@ const COLUMNS: ReadonlyArray<readonly [name: string, type: string, notNull: bool
 ];
 const INDEXES = ['idempotency_records_pkey', 'idempotency_records_expires_at_idx', 'idempotency_records_lease_idx'];
 const CONSTRAINTS = ['idempotency_records_status_check', 'idempotency_records_outcome_chk'];
+/** Indexes a later migration adds, with its name: the one to run when the index is missing. */
+const LATER_INDEXES: ReadonlyArray<readonly [name: string, migration: string]> = [['idempotency_records_created_at_idx', AddIdempotencyAdminIndexes1764400020000.name]];
 
 /**
  * The table as the module's own (unqualified) statements find it: through
@@ -118,6 +121,7 @@ function schemaProblems(table: TableDescription): string | undefined {
     else if (column.notNull !== notNull) differences.push(`column ${name} is ${column.notNull ? 'NOT NULL' : 'nullable'}, not ${notNull ? 'NOT NULL' : 'nullable'}`);
   }
   for (const name of INDEXES) if (!table.indexes.includes(name)) differences.push(`index ${name} is missing`);
+  for (const [name, migration] of LATER_INDEXES) if (!table.indexes.includes(name)) differences.push(`index ${name} is missing (the migration ${migration} adds it)`);
   for (const name of CONSTRAINTS) if (!table.constraints.includes(name)) differences.push(`constraint ${name} is missing`);
   if (differences.length === 0) return undefined;
   return (

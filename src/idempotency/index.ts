@@ -35,6 +35,7 @@ export {
   type OutboxDeadLetterEvent,
   type OutboxUnavailableEvent,
   type OutboxReapedEvent,
+  type AdminActionEvent,
   type AttemptTimeline,
   type StepTiming,
 } from './events/idempotency-events.js';
@@ -71,3 +72,24 @@ export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableErr
 export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';
 export { type IdempotentMessageOptions, OPERATION_ID_HEADER, NATS_MESSAGE_ID_HEADER } from './messaging/idempotent-message.js';
 export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './messaging/message.errors.js';
+export { IdempotencyAdminModule } from './admin/idempotency-admin.module.js';
+export type { AdminModuleExtras } from './admin/admin.module-definition.js';
+export type { AdminGuardOption, AdminScopes, IdempotencyAdminOptions } from './admin/admin.options.js';
+export { IdempotencyAdmin } from './admin/idempotency-admin.js';
+export { tenantScope } from './admin/admin-access.js';
+export { AdminProblemType, AdminRefusedException } from './admin/admin.exceptions.js';
+export type {
+  AdminActionResult,
+  AdminCaller,
+  AdminPage,
+  OutboxEventView,
+  OutboxQuery,
+  PageRequest,
+  RecordAnswer,
+  RecordDetail,
+  RecordQuery,
+  RecordSummary,
+  UnfinishedOperation,
+  UnfinishedQuery,
+  UnfinishedState,
+} from './admin/admin.types.js';

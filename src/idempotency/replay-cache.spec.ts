@@ -46,6 +46,25 @@ describe('ReplayCache', () => {
     expect(cache.size).toBe(0);
   });
 
+  it('forgets a released key, and keeps out an outcome read before the release, or every entry when no key is named', () => {
+    const time = fakeClocks();
+    const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, time.clocks);
+    cache.set(id('released'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), cache.readClocks());
+    cache.set(id('kept'), { fingerprint: 'f' }, outcome('b'), lifetime(60_000), cache.readClocks());
+    const readBefore = cache.readClocks(); // a request read the record, then the release committed
+    time.advance(1);
+    cache.forget(id('released'));
+    expect(cache.get(id('released'))).toBeUndefined();
+    expect(cache.get(id('kept'))).toBeDefined();
+    cache.set(id('released'), { fingerprint: 'f' }, outcome('a'), lifetime(60_000), readBefore);
+    expect(cache.get(id('released'))).toBeUndefined();
+    time.advance(1);
+    cache.set(id('released'), { fingerprint: 'g' }, outcome('c'), lifetime(60_000), cache.readClocks());
+    expect(cache.get(id('released'))).toMatchObject({ fingerprint: 'g' });
+    cache.forget();
+    expect([cache.size, cache.bytes]).toEqual([0, 0]);
+  });
+
   it('counts from the reading taken before the database was asked', () => {
     const time = fakeClocks();
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1 << 20 }, time.clocks);

@@ -58,7 +58,8 @@ export const CLOCK_SKEW_MARGIN_MS = 5000;
  * Recorded outcomes, kept in process so that a replay costs no database round
  * trip. A completed record never changes until it expires, so an entry is
  * exact until its `expires_at`; it is keyed by the full (scope, operation,
- * key) and dropped before expiry. Bounded by entries and by bytes, least
+ * key) and dropped before expiry, or when an operator releases the key
+ * (`forget`). Bounded by entries and by bytes, least
  * recently used first out.
  *
  * Expiry is the database's clock: an entry lives for the time the record had
@@ -73,6 +74,8 @@ export const CLOCK_SKEW_MARGIN_MS = 5000;
 export class ReplayCache {
   private readonly entries = new Map<string, CachedOutcome>();
   private totalBytes = 0;
+  /** When an operator last released a key (monotonic ms): no outcome read before it is kept. */
+  private forgottenAt = -Infinity;
 
   constructor(
     private readonly limits: ReplayCacheLimits,
@@ -100,7 +103,7 @@ export class ReplayCache {
   /** Keeps an outcome for the time its record had left, from `askedAt`: a reading taken before the database answered. */
   set(id: RecordId, { fingerprint, fieldsJson }: CachedRequest, outcome: RecordedOutcome, lifetime: RecordLifetime, askedAt: ClockReading): void {
     const { maxEntries, maxBytes } = this.limits;
-    if (maxEntries === 0 || maxBytes === 0) return;
+    if (maxEntries === 0 || maxBytes === 0 || askedAt.monotonic <= this.forgottenAt) return;
     const bodyBytes = Buffer.byteLength(outcome.body ?? '');
     if (bodyBytes > MAX_CACHED_BODY_BYTES) return;
     const lifeMs = lifetime.expiresAt.getTime() - lifetime.databaseNow.getTime() - CLOCK_SKEW_MARGIN_MS;
@@ -112,6 +115,21 @@ export class ReplayCache {
     this.entries.set(key, { fingerprint, fieldsJson, outcome, lapsesAt: { wall: askedAt.wall + lifeMs, monotonic: askedAt.monotonic + lifeMs }, bytes });
     this.totalBytes += bytes;
     while (this.entries.size > maxEntries || this.totalBytes > maxBytes) this.remove(this.entries.keys().next().value!);
+  }
+
+  /**
+   * Drops the outcome of a key an operator released (its record deleted
+   * before it expired), and keeps out any outcome read before now: one a
+   * request read before the release committed and caches after this call.
+   * Without `id`, drops every entry (a release may have gone unheard).
+   */
+  forget(id?: RecordId): void {
+    this.forgottenAt = this.clocks.monotonic();
+    if (id) this.remove(cacheKey(id));
+    else {
+      this.entries.clear();
+      this.totalBytes = 0;
+    }
   }
 
   get size(): number {

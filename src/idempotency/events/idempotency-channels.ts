@@ -20,6 +20,7 @@ export const IDEMPOTENCY_CHANNELS = {
   outbox_dead_letter: 'nest-idempotency:outbox_dead_letter',
   outbox_unavailable: 'nest-idempotency:outbox_unavailable',
   outbox_reaped: 'nest-idempotency:outbox_reaped',
+  admin_action: 'nest-idempotency:admin_action',
 } as const satisfies Record<IdempotencyEvent['kind'], string>;
 
 // Held here so they stay alive: Node keeps channels by weak reference.

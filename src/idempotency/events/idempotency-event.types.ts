@@ -127,7 +127,26 @@ export interface OutboxReapedEvent {
   elapsedMs: number;
 }
 
+/** What an operator did through `IdempotencyAdmin` (its API, page or CLI), or was refused: the audit trail of every action. */
+export interface AdminActionEvent {
+  kind: 'admin_action';
+  action: 'release' | 'fail' | 'requeue';
+  result: 'done' | 'refused';
+  /** Who asked, as the admin module's `actor` (or the CLI's `--as`) names them. */
+  actor: string;
+  /** Why, as they gave it. */
+  reason: string;
+  /** `release` and `fail`: the record's operation and `keyHash`. */
+  operation?: string;
+  keyHash?: string;
+  /** `requeue`: the events put back in line (or asked for, when refused). */
+  eventIds?: string[];
+  /** When refused: the problem's type, e.g. `urn:nest-idempotency:problem:admin-lease-live`. */
+  refusal?: string;
+}
+
 export type IdempotencyEvent =
+  | AdminActionEvent
   | AttemptEvent
   | CommitFailedEvent
   | ReapedEvent

@@ -24,6 +24,7 @@ export class IdempotencyMetrics {
   private readonly leasesExpired: Counter<'operation' | 'result'>;
   private readonly claimWait: Histogram<'operation'>;
   private readonly handlerTime: Histogram<'operation'>;
+  private readonly adminActions: Counter<'action' | 'result'>;
 
   constructor(events: IdempotencyEvents, @Inject(IDEMPOTENCY_METRICS_REGISTRY) registry: Registry) {
     const registers = [registry];
@@ -39,6 +40,7 @@ export class IdempotencyMetrics {
     this.leasesExpired = new Counter({ name: 'idempotency_leases_expired_total', help: 'Abandoned phased claims taken over by the completer, by what became of them', labelNames: ['operation', 'result'], registers });
     this.claimWait = new Histogram({ name: 'idempotency_claim_wait_seconds', help: 'Time to claim a key, waits on in-flight owners included', labelNames: ['operation'], buckets: SECONDS, registers });
     this.handlerTime = new Histogram({ name: 'idempotency_handler_seconds', help: 'Time in the handler of first executions', labelNames: ['operation'], buckets: SECONDS, registers });
+    this.adminActions = new Counter({ name: 'idempotency_admin_actions_total', help: 'Operators\' actions (release, fail, requeue): done or refused', labelNames: ['action', 'result'], registers });
     events.subscribe((event) => this.record(event));
   }
 
@@ -52,6 +54,8 @@ export class IdempotencyMetrics {
         return this.reaped.inc(event.deleted);
       case 'lease_expired':
         return this.leasesExpired.inc({ operation: event.operation, result: event.result });
+      case 'admin_action':
+        return this.adminActions.inc({ action: event.action, result: event.result });
     }
   }
 

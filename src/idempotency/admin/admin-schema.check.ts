@@ -1,0 +1,26 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { AddIdempotencyAdminIndexes1764400020000 } from '../../../migrations/1764400020000-AddIdempotencyAdminIndexes.js';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { AdminIndexes } from './admin.statements.js';
+
+/**
+ * Checks at startup that the indexes the admin's lists walk are there, so
+ * that a missing migration fails the boot with its name rather than turning
+ * a list into a scan. (IdempotencyModule's own check covers the records'
+ * table; the outbox has none of its own.)
+ */
+@Injectable()
+export class AdminSchemaCheck implements OnModuleInit {
+  constructor(private readonly served: IdempotencyDataSource) {}
+
+  async onModuleInit(): Promise<void> {
+    const names = Object.values(AdminIndexes);
+    const [{ missing }] = await this.served.dataSource.query(`SELECT ARRAY(SELECT name FROM unnest($1::text[]) AS name WHERE to_regclass(name) IS NULL) AS missing`, [names]);
+    if (missing.length === 0) return;
+    throw new IdempotencyConfigurationError(
+      `IdempotencyAdminModule cannot start: index ${missing.join(', ')} is missing. Run the migration ${AddIdempotencyAdminIndexes1764400020000.name} ` +
+        "(in `idempotencyMigrations`): spread `idempotencyMigrations` into the DataSource's `migrations` and set `migrationsRun: true`, or run `typeorm migration:run`.",
+    );
+  }
+}

@@ -1,0 +1,63 @@
+import type { CanActivate, ExecutionContext } from '@nestjs/common';
+import type { Observable } from 'rxjs';
+import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+
+/** Lets a request into the admin or not: a guard instance, or the function a guard's `canActivate` would be. */
+export type AdminGuardOption = CanActivate | ((context: ExecutionContext) => boolean | Promise<boolean> | Observable<boolean>);
+
+/** The scopes a caller may see: `'all'`, or a list built with `tenantScope()`. */
+export type AdminScopes = 'all' | readonly string[];
+
+/** Options of `IdempotencyAdminModule.forRoot()` / `forRootAsync()`. */
+export interface IdempotencyAdminOptions {
+  /**
+   * Required: who may use the admin's API and page. The module refuses to
+   * start without one. It runs after the app's global guards, so it may
+   * read what they set (`request.user`), and throws or answers false to
+   * refuse (a 401 with `WWW-Authenticate: Basic` lets a browser sign in).
+   */
+  guard: AdminGuardOption;
+  /**
+   * The tenant scopes the request's caller may see and act on, e.g.
+   * `(req) => req.user.isStaff ? 'all' : [tenantScope(req.user.tenantId)]`.
+   * A caller limited to some scopes never sees the outbox, whose events carry
+   * no tenant. Default `'all'`: whoever the guard lets in sees everything.
+   */
+  scopes?: (request: any) => AdminScopes | Promise<AdminScopes>;
+  /**
+   * Who is asking, named in every action's event and log line. Default: the
+   * first of `request.user`'s `username`, `email`, `name`, `sub` and `id`.
+   * Actions are refused when it names nobody.
+   */
+  actor?: (request: any) => string | undefined;
+}
+
+/** The options as the module runs with them: every default applied. */
+export interface ResolvedAdminOptions {
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> | Observable<boolean>;
+  scopes(request: unknown): AdminScopes | Promise<AdminScopes>;
+  actor(request: unknown): string | undefined;
+}
+
+/** The one place the admin's defaults live; a missing guard fails the boot with the fix. */
+export function resolveAdminOptions(options: IdempotencyAdminOptions): ResolvedAdminOptions {
+  const guard = options?.guard;
+  const canActivate = typeof guard === 'function' ? guard : typeof guard?.canActivate === 'function' ? guard.canActivate.bind(guard) : undefined;
+  if (!canActivate) {
+    throw new IdempotencyConfigurationError(
+      'IdempotencyAdminModule refuses to start without a guard: its pages and API show recorded answers and free keys. ' +
+        'Pass `guard`, a CanActivate or a function of the ExecutionContext that lets only operators through, e.g. ' +
+        "IdempotencyAdminModule.forRoot({ path: 'admin/idempotency', guard: (context) => context.switchToHttp().getRequest().user?.roles?.includes('admin') }).",
+    );
+  }
+  return { canActivate, scopes: options.scopes ?? (() => 'all'), actor: options.actor ?? actorOfUser };
+}
+
+function actorOfUser(request: unknown): string | undefined {
+  const user = (request as { user?: Record<string, unknown> } | undefined)?.user;
+  for (const field of ['username', 'email', 'name', 'sub', 'id']) {
+    const value = user?.[field];
+    if (typeof value === 'string' || typeof value === 'number') return String(value);
+  }
+  return undefined;
+}

@@ -1,0 +1,295 @@
+import { OUTBOX_CHANNEL } from '../outbox/outbox.store.js';
+import type { Statement } from '../records/record.statements.js';
+import type { RecordId } from '../records/stored-record.js';
+import type { RecordPosition } from './admin-cursor.js';
+
+/**
+ * Every statement of the admin, on both tables: what operators read
+ * (`AdminRecordStatements`, `AdminOutboxStatements`) and the three actions.
+ * The module's own statements stay where they are (`records/record.statements.ts`,
+ * `outbox/outbox.store.ts`); none of these runs in a request's flow. Each
+ * list is a keyset page on an index (`AdminIndexes` names which), never a
+ * scan: the EXPLAIN of each on a table of a million rows is in the README.
+ */
+
+/** The channel a release is announced on, at commit: instances drop the released key's cached outcome. */
+export const RELEASED_CHANNEL = 'idempotency_released';
+
+/** Which index each list walks: the migrations create them, the admin's startup check looks for them. */
+export const AdminIndexes = {
+  /** Records by key: distinct scopes and operations, then one lookup each. */
+  byKey: 'idempotency_records_pkey',
+  /** Records newest first; or, for a few scopes, the primary key, as the planner finds cheaper. */
+  newest: 'idempotency_records_created_at_idx',
+  unfinished: 'idempotency_records_lease_idx',
+  pending: 'idempotency_outbox_pending_idx',
+  dead: 'idempotency_outbox_dead_idx',
+} as const;
+
+/** Which records a statement selects, as the service validated them: `scopes` undefined means every scope. */
+export interface RecordFilter {
+  scopes?: readonly string[];
+  operation?: string;
+  key?: string;
+  status?: string;
+  since?: Date;
+  until?: Date;
+  after?: RecordPosition;
+}
+
+/** The position of a row in its list, to the microsecond, in UTC. */
+const positionOf = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/** A record's summary columns, of the table aliased `r`. */
+const SUMMARY = `r.scope, r.operation, r.key, r.status, r.response_status, r.created_at, r.completed_at, r.expires_at, r.expires_at <= now() AS expired, r.attempts`;
+
+/** A statement's WHERE clause and parameters, built from what a caller asked for. */
+class Conditions {
+  readonly values: unknown[] = [];
+  private readonly parts: string[] = [];
+
+  /** A placeholder for `value`. */
+  param(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+
+  and(condition: string): void {
+    this.parts.push(condition);
+  }
+
+  get where(): string {
+    return this.parts.length ? `WHERE ${this.parts.join(' AND ')}` : '';
+  }
+}
+
+/**
+ * How many claims a filtered search reads at most per page: a status or an
+ * operation is not in the index the search walks (an index naming `status`
+ * would make every completion a non-HOT update), so it is looked for among
+ * this many claims, newest first, and the page's cursor carries on from the
+ * oldest one read.
+ */
+export const SEARCH_WINDOW = 10_000;
+
+/** Newest claim first; the primary key breaks ties. */
+const NEWEST_FIRST = 'ORDER BY r.created_at DESC, r.scope DESC, r.operation DESC, r.key DESC';
+
+/** The conditions on claim time and the page's position: the bounds of an ordered walk of `created_at`. */
+function claimTimeConditions(conditions: Conditions, filter: RecordFilter): void {
+  if (filter.since) conditions.and(`r.created_at >= ${conditions.param(filter.since)}::timestamptz`);
+  if (filter.until) conditions.and(`r.created_at < ${conditions.param(filter.until)}::timestamptz`);
+  const after = filter.after;
+  if (after) {
+    // Spelled out rather than as one row comparison, so that the bound on created_at is an index condition.
+    const at = `${conditions.param(after.at)}::timestamptz`;
+    const id = `(${conditions.param(after.scope)}, ${conditions.param(after.operation)}, ${conditions.param(after.key)})`;
+    conditions.and(`r.created_at <= ${at} AND (r.created_at < ${at} OR (r.scope, r.operation, r.key) < ${id})`);
+  }
+}
+
+/** The admin's SQL on `idempotency_records`: its lists, one record, and the locks and writes of `release` and `fail`. */
+export const AdminRecordStatements = {
+  /**
+   * The newest records first, `limit` of them, in the scopes and time range
+   * asked for, after `filter.after`: on `idempotency_records_created_at_idx`
+   * read backwards, or, for a few small scopes, their part of the primary
+   * key, sorted (the planner picks). With a status or an operation to match,
+   * it reads `SEARCH_WINDOW` claims at most and answers the matches among
+   * them, plus the last claim read (`window_end`) when it read that many,
+   * for the next page to start after.
+   */
+  newest(filter: RecordFilter, limit: number): Statement {
+    const conditions = new Conditions();
+    if (filter.scopes) conditions.and(`r.scope = ANY(${conditions.param(filter.scopes)}::text[])`);
+    claimTimeConditions(conditions, filter);
+    const matching: string[] = [];
+    if (filter.operation) matching.push(`r.operation = ${conditions.param(filter.operation)}`);
+    if (filter.status) matching.push(`r.status = ${conditions.param(filter.status)}`);
+    const walk = `SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position FROM idempotency_records r ${conditions.where} ${NEWEST_FIRST}`;
+    if (matching.length === 0) return { text: `${walk} LIMIT ${conditions.param(limit)}`, values: conditions.values };
+    const window = conditions.param(SEARCH_WINDOW);
+    return {
+      text: `WITH searched AS MATERIALIZED (${walk} LIMIT ${window})
+             (SELECT *, false AS window_end FROM searched r WHERE ${matching.join(' AND ')} ${NEWEST_FIRST} LIMIT ${conditions.param(limit)})
+             UNION ALL
+             (SELECT *, true FROM searched r WHERE (SELECT count(*) FROM searched) = ${window} ORDER BY r.created_at, r.scope, r.operation, r.key LIMIT 1)`,
+      values: conditions.values,
+    };
+  },
+
+  /**
+   * The records of one key (`filter.key`) in every scope and operation asked
+   * for, newest first. The primary key leads with scope and operation, so
+   * the statement walks their distinct values (a skip scan: one index
+   * descent for each) and looks the key up under each pair: its cost grows
+   * with the number of tenants and operations, never with the rows.
+   */
+  byKey(filter: RecordFilter & { key: string }, limit: number): Statement {
+    const conditions = new Conditions();
+    const key = conditions.param(filter.key);
+    const scopes = filter.scopes
+      ? `scopes(scope) AS (SELECT unnest(${conditions.param(filter.scopes)}::text[]))`
+      : `scopes(scope) AS (
+           (SELECT scope FROM idempotency_records ORDER BY scope LIMIT 1)
+           UNION ALL
+           SELECT (SELECT r.scope FROM idempotency_records r WHERE r.scope > s.scope ORDER BY r.scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL)`;
+    const pairs = filter.operation
+      ? `pairs(scope, operation) AS (SELECT scope, ${conditions.param(filter.operation)}::text FROM scopes)`
+      : `pairs(scope, operation) AS (
+           SELECT s.scope, (SELECT r.operation FROM idempotency_records r WHERE r.scope = s.scope ORDER BY r.operation LIMIT 1) FROM scopes s
+           UNION ALL
+           SELECT p.scope, (SELECT r.operation FROM idempotency_records r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
+             FROM pairs p WHERE p.operation IS NOT NULL)`;
+    conditions.and('p.scope IS NOT NULL AND p.operation IS NOT NULL');
+    if (filter.status) conditions.and(`r.status = ${conditions.param(filter.status)}`);
+    claimTimeConditions(conditions, filter);
+    return {
+      text: `WITH RECURSIVE ${scopes}, ${pairs}
+             SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position
+               FROM pairs p
+               -- LIMIT 1 (the primary key holds one row at most) keeps it a lookup per pair: joined plainly, the
+               -- planner may prefer one pass over the whole primary key, filtering on its last column.
+               CROSS JOIN LATERAL (SELECT * FROM idempotency_records x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
+              ${conditions.where}
+              ${NEWEST_FIRST} LIMIT ${conditions.param(limit)}`,
+      values: conditions.values,
+    };
+  },
+
+  /** One record, everything it holds, with the lease judged on the database's clock. */
+  detail(id: RecordId): Statement {
+    return {
+      text: `SELECT ${SUMMARY}, fingerprint, response_headers, response_body, owner_token, lease_expires_at,
+                    coalesce(lease_expires_at > now(), false) AS lease_live, recovery_point, phase_results, resume, failure_reason, now() AS database_now
+               FROM idempotency_records r WHERE scope = $1 AND operation = $2 AND key = $3`,
+      values: [id.scope, id.operation, id.key],
+    };
+  },
+
+  /**
+   * Phased claims that recorded no outcome, the longest lapsed lease first,
+   * on the lease index. Only phased claims commit unfinished, and every one
+   * has a lease until it records its outcome.
+   */
+  unfinished(filter: Pick<RecordFilter, 'scopes' | 'operation' | 'after'>, limit: number): Statement {
+    const conditions = new Conditions();
+    conditions.and(`lease_expires_at IS NOT NULL AND status = 'in_progress'`);
+    if (filter.scopes) conditions.and(`scope = ANY(${conditions.param(filter.scopes)}::text[])`);
+    if (filter.operation) conditions.and(`operation = ${conditions.param(filter.operation)}`);
+    if (filter.after) {
+      const at = `${conditions.param(filter.after.at)}::timestamptz`;
+      const id = `(${conditions.param(filter.after.scope)}, ${conditions.param(filter.after.operation)}, ${conditions.param(filter.after.key)})`;
+      conditions.and(`lease_expires_at >= ${at} AND (lease_expires_at > ${at} OR (scope, operation, key) > ${id})`);
+    }
+    return {
+      text: `SELECT scope, operation, key, created_at, attempts, owner_token, lease_expires_at, lease_expires_at > now() AS lease_live, recovery_point,
+                    resume->>'operation' AS resumes, ARRAY(SELECT jsonb_object_keys(phase_results)) AS phases, ${positionOf('lease_expires_at')} AS position
+               FROM idempotency_records ${conditions.where}
+              ORDER BY lease_expires_at, scope, operation, key LIMIT ${conditions.param(limit)}`,
+      values: conditions.values,
+    };
+  },
+
+  /**
+   * Locks the record for an action, or fails at once (SQLSTATE 55P03) when a
+   * transaction in flight holds it: an action never waits behind a request.
+   */
+  lock(id: RecordId): Statement {
+    return {
+      text: `SELECT status, fingerprint, resume, recovery_point, lease_expires_at, coalesce(lease_expires_at > now(), false) AS lease_live
+               FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE NOWAIT`,
+      values: [id.scope, id.operation, id.key],
+    };
+  },
+
+  /** Deletes the locked record, and announces the release at commit (`RELEASED_CHANNEL`, the id as JSON, or `*` when too long for a notification). */
+  release(id: RecordId): Statement {
+    return {
+      text: `WITH gone AS (DELETE FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING 1)
+             SELECT (SELECT count(*) FROM gone)::int AS deleted, pg_notify('${RELEASED_CHANNEL}', $4) IS NULL AS notified`,
+      values: [id.scope, id.operation, id.key, releasedPayload(id)],
+    };
+  },
+
+  /**
+   * Records the locked claim as failed, with the outcome every retry will
+   * get, only while it is unfinished and its lease lapsed; the owner token
+   * goes, so a stale owner's fenced writes match nothing. Retention counts
+   * from now, as for any phased operation's ending.
+   */
+  fail(id: RecordId, outcome: { status: number; headers: string | null; body: string | null }, failureReason: string, retentionMs: number): Statement {
+    return {
+      text: `UPDATE idempotency_records
+                SET status = 'failed', response_status = $4, response_headers = $5, response_body = $6, failure_reason = $7,
+                    completed_at = now(), expires_at = now() + $8 * interval '1 millisecond', owner_token = NULL, lease_expires_at = NULL
+              WHERE scope = $1 AND operation = $2 AND key = $3 AND status = 'in_progress' AND lease_expires_at <= now()
+              RETURNING completed_at, expires_at`,
+      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body, failureReason, retentionMs],
+    };
+  },
+};
+
+/** PostgreSQL refuses a notification payload of 8000 bytes or more: a key that long is announced as "every key". */
+const MAX_PAYLOAD_BYTES = 7900;
+
+function releasedPayload(id: RecordId): string {
+  const payload = JSON.stringify([id.scope, id.operation, id.key]);
+  return Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES ? payload : '*';
+}
+
+// seq leaves as text (a bigint may exceed a JS number); statements order by the column, o.seq, never by that text.
+const EVENT_COLUMNS = `o.id, o.seq::text AS seq, o.type, o.ordering_key, o.status, o.attempts, o.last_error, o.payload, o.headers, o.created_at, o.settled_at, o.next_attempt_at`;
+
+/** The admin's SQL on `idempotency_outbox`: its lists, and the locks, checks and write of `requeue`. */
+export const AdminOutboxStatements = {
+  /**
+   * Events in one state, oldest first, after `afterSeq`, on that state's
+   * partial index. The state is spelled into the text, not a parameter, so
+   * that the planner matches the index's predicate in any plan.
+   */
+  events(state: 'pending' | 'dead', afterSeq: string | undefined, limit: number): Statement {
+    const status = state === 'dead' ? `'dead'` : `'pending'`;
+    return {
+      text: `SELECT ${EVENT_COLUMNS} FROM idempotency_outbox o WHERE o.status = ${status} AND o.seq > $1::bigint ORDER BY o.seq LIMIT $2`,
+      values: [afterSeq ?? '0', limit],
+    };
+  },
+
+  /** Locks the events asked for, or fails at once (55P03) when a transaction holds one (the reaper deleting it). */
+  lock(ids: readonly string[]): Statement {
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.id = ANY($1::uuid[]) ORDER BY o.seq FOR UPDATE NOWAIT`, values: [ids] };
+  },
+
+  /** Every dead letter, locked, oldest first: requeueing all of them keeps each key's order by itself. */
+  lockAllDead(): Statement {
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.status = 'dead' ORDER BY o.seq FOR UPDATE NOWAIT`, values: [] };
+  },
+
+  /**
+   * Dead letters of the given keys, older than the newest one asked for of
+   * the same key, that were not asked for: requeued without them, a newer
+   * event would be published before an older one of its key.
+   */
+  leftBehind(keys: readonly string[], newestSeqs: readonly string[], ids: readonly string[]): Statement {
+    return {
+      text: `SELECT o.id, o.ordering_key, o.seq::text AS seq
+               FROM unnest($1::text[], $2::bigint[]) AS k(ordering_key, newest_seq)
+               JOIN idempotency_outbox o ON o.status = 'dead' AND o.ordering_key = k.ordering_key AND o.seq < k.newest_seq
+              WHERE o.id <> ALL($3::uuid[])
+              ORDER BY o.seq`,
+      values: [keys, newestSeqs, ids],
+    };
+  },
+
+  /** Puts the locked dead letters back in line with fresh attempts, and wakes the relays at commit. */
+  requeue(ids: readonly string[]): Statement {
+    return {
+      text: `WITH requeued AS (
+               UPDATE idempotency_outbox SET status = 'pending', attempts = 0, settled_at = NULL, next_attempt_at = now()
+                WHERE id = ANY($1::uuid[]) AND status = 'dead' RETURNING 1)
+             SELECT (SELECT count(*) FROM requeued)::int AS requeued, pg_notify('${OUTBOX_CHANNEL}', '') IS NULL AS notified`,
+      values: [ids],
+    };
+  },
+};

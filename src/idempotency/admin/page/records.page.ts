@@ -1,0 +1,104 @@
+import type { AdminPage, RecordDetail, RecordQuery, RecordSummary } from '../admin.types.js';
+import { html, type Markup, query, when } from './html.js';
+import { actionForm, layout, nextLink, type PageContext } from './page-layout.js';
+
+const STATUSES = ['', 'in_progress', 'completed', 'failed'];
+
+/** `datetime-local` wants `YYYY-MM-DDTHH:MM`; the page's times are UTC. */
+const local = (date: Date | undefined) => (date ? date.toISOString().slice(0, 16) : '');
+
+/** The search form and the records found, newest claim first. */
+export function recordsPage(context: PageContext, asked: RecordQuery, found: AdminPage<RecordSummary>): Markup {
+  const { base, caller } = context;
+  const filters = { scope: asked.scope, operation: asked.operation, key: asked.key, status: asked.status, since: local(asked.since), until: local(asked.until) };
+  const form = html`<form class="search" method="get" action="${base}">
+  <label>Tenant scope <input name="scope" value="${asked.scope}" placeholder="tenant:acme" list="scopes"></label>
+  ${caller.scopes === 'all' ? '' : html`<datalist id="scopes">${caller.scopes.map((scope) => html`<option value="${scope}">`)}</datalist>`}
+  <label>Operation <input name="operation" value="${asked.operation}" placeholder="POST /orders"></label>
+  <label>Key <input name="key" value="${asked.key}"></label>
+  <label>Status <select name="status">${STATUSES.map((status) => html`<option value="${status}"${status === (asked.status ?? '') ? html` selected` : ''}>${status || 'any'}</option>`)}</select></label>
+  <label>Claimed from (UTC) <input type="datetime-local" name="since" value="${filters.since}"></label>
+  <label>to (UTC) <input type="datetime-local" name="until" value="${filters.until}"></label>
+  <button type="submit">Find</button>
+</form>`;
+  const rows = found.items.map(
+    (record) => html`<tr>
+  <td>${when(record.createdAt)}</td><td>${record.scope}</td><td>${record.operation}</td>
+  <td><a href="${base}/record${query({ scope: record.scope, operation: record.operation, key: record.key })}">${record.key}</a></td>
+  <td><span class="status ${record.status}">${record.status}</span>${record.expired ? html` <span class="status expired">expired</span>` : ''}</td>
+  <td>${record.responseStatus}</td><td>${when(record.expiresAt)}</td>
+</tr>`,
+  );
+  const table = found.items.length
+    ? html`<table><thead><tr><th>Claimed</th><th>Scope</th><th>Operation</th><th>Key</th><th>Status</th><th>Answer</th><th>Expires</th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<p class="empty">No record matches${found.partial ? ' among these claims' : ''}.</p>`;
+  const next = found.next ? `${base}${query({ ...filters, cursor: found.next })}` : undefined;
+  const partial = found.partial ? html`<p class="note">The search reads a window of claims per page, newest first; the next page searches older ones.</p>` : '';
+  return layout(context, 'records', 'Records', html`${form}${table}${partial}${nextLink(next)}`);
+}
+
+/** One record: its request's fingerprint, status, answer and timings, and the actions it allows. */
+export function recordPage(context: PageContext, record: RecordDetail): Markup {
+  // A one-transaction flow claims and completes in one transaction, whose now() dates both.
+  const took = record.completedAt?.getTime() === record.createdAt.getTime() ? 'in the claim\'s transaction' : `${(record.completedAt?.getTime() ?? 0) - record.createdAt.getTime()} ms after the claim`;
+  const facts: Array<[string, Markup | string | number | null]> = [
+    ['Scope', record.scope],
+    ['Operation', record.operation],
+    ['Key', record.key],
+    ['Key hash (as in logs and events)', record.keyHash],
+    ['Status', html`<span class="status ${record.status}">${record.status}</span>`],
+    ['Request fingerprint', html`<code>${record.fingerprint}</code>`],
+    ['Claimed', when(record.createdAt)],
+    ['Completed', record.completedAt ? `${when(record.completedAt)} (${took})` : 'not yet'],
+    ['Expires', `${when(record.expiresAt)}${record.expired ? ' (expired: the next request with this key runs anew)' : ''}`],
+    ['Owners (attempts)', record.attempts],
+  ];
+  if (record.leaseExpiresAt) facts.push(['Lease', `${record.leaseLive ? 'live' : 'lapsed'}, until ${when(record.leaseExpiresAt)}, owner ${record.ownerToken ?? 'none'}`]);
+  if (record.resume) facts.push(['Phased operation', record.resume.operation]);
+  if (record.recoveryPoint || Object.keys(record.phaseResults).length) facts.push(['Recovery point', `${record.recoveryPoint ?? 'none'} (finished: ${Object.keys(record.phaseResults).join(', ') || 'none'})`]);
+  if (record.failureReason) facts.push(['Failure reason', record.failureReason]);
+  const list = html`<dl>${facts.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>`;
+  return layout(context, 'records', `${record.operation} · ${record.key}`, html`${list}${answerOf(record)}${record.resume ? inputOf(record) : ''}${actionsOf(context, record)}`);
+}
+
+function answerOf(record: RecordDetail): Markup {
+  if (record.undecryptable) return html`<h2>Answer</h2><p class="note">The recorded answer does not open here (${record.undecryptable}): see "Encryption at rest" in the README.</p>`;
+  if (!record.answer) return html`<h2>Answer</h2><p class="empty">None recorded yet.</p>`;
+  const { status, headers, body, sealed } = record.answer;
+  return html`<h2>Answer</h2>
+<p>Status <strong>${status}</strong>${sealed ? ' · stored sealed (encryption at rest), opened for this page' : ''}</p>
+<table class="headers">${Object.entries(headers).map(([name, value]) => html`<tr><th>${name}</th><td>${value}</td></tr>`)}</table>
+<pre class="body">${body === null ? '(no body)' : pretty(body)}</pre>`;
+}
+
+function inputOf(record: RecordDetail): Markup {
+  return html`<h2>Stored input and phase results</h2><pre class="body">${JSON.stringify({ input: record.resume?.input, phases: record.phaseResults }, null, 2)}</pre>`;
+}
+
+/** Release and mark failed, where the record allows them; the server checks again, on the database's clock. */
+function actionsOf(context: PageContext, record: RecordDetail): Markup {
+  const id = { scope: record.scope, operation: record.operation, key: record.key };
+  const back = `${context.base}${query(id)}`;
+  const forms: Markup[] = [];
+  if (record.status === 'in_progress' && record.leaseLive) {
+    return html`<h2>Actions</h2><p class="note">Its owner holds a live lease until ${when(record.leaseExpiresAt)}: nothing can be done until it finishes or the lease lapses.</p>`;
+  }
+  if (record.status !== 'in_progress' || record.resume === null) {
+    forms.push(html`<h3>Release the key</h3><p>Deletes this record: the next request with this key runs as a new operation.</p>
+${actionForm(context, 'release', id, { confirm: `Release key ${record.key} of ${record.scope} (${record.operation})? Its record is deleted.`, button: 'Release key', done: back })}`);
+  }
+  if (record.status === 'in_progress') {
+    forms.push(html`<h3>Mark failed</h3><p>Records the operation as failed: every retry gets the operation-failed problem until the record expires.</p>
+${actionForm(context, 'fail', id, { confirm: `Mark ${record.operation} key ${record.key} of ${record.scope} failed? Retries will no longer resume it.`, button: 'Mark failed', done: `${context.base}/record${query(id)}` })}`);
+  }
+  return html`<h2>Actions</h2>${forms}`;
+}
+
+/** A JSON body indented for reading; any other text as it is. */
+function pretty(body: string): string {
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+}

@@ -1,0 +1,58 @@
+import { userInfo } from 'node:os';
+import { DataSource } from 'typeorm';
+import { adminDatabaseOf } from '../admin/admin-database.js';
+import { IdempotencyAdmin } from '../admin/idempotency-admin.js';
+import { type EncryptionKey, masterKeys } from '../encryption-keys.js';
+import type { AdminActionEvent } from '../events/idempotency-event.types.js';
+import { OutcomeCodec } from '../outcome-codec.js';
+
+/** The module's default retention: what a claim marked failed keeps its failure for, unless it stored its route's own. */
+const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
+
+/** What a CLI run connects with, from its environment. */
+export interface CliEnvironment {
+  DATABASE_URL?: string;
+  /** `id:base64key,id:base64key`, as the app's `encryption.keys` (the first seals): to open sealed answers and seal a failure. */
+  IDEMPOTENCY_ENCRYPTION_KEYS?: string;
+}
+
+/** The admin on `DATABASE_URL`, and how to close it. */
+export interface CliAdmin {
+  admin: IdempotencyAdmin;
+  close(): Promise<void>;
+}
+
+/** Who the CLI acts as by default: the user running it. */
+export function defaultActor(): string {
+  return `${userInfo().username} (cli)`;
+}
+
+/**
+ * Connects to `DATABASE_URL` with a DataSource of its own (two connections
+ * at most) and builds the admin over it. Its events go to `audit`: the CLI
+ * writes them to standard error, the app's log being out of reach.
+ */
+export async function connectAdmin(env: CliEnvironment, retentionMs: number | undefined, audit: (event: AdminActionEvent) => void): Promise<CliAdmin> {
+  if (!env.DATABASE_URL) throw new UsageError('Set DATABASE_URL to the database the app writes its idempotency records to, e.g. postgres://user@host:5432/app.');
+  const keys = env.IDEMPOTENCY_ENCRYPTION_KEYS ? masterKeys(parseKeys(env.IDEMPOTENCY_ENCRYPTION_KEYS)) : undefined;
+  const dataSource = new DataSource({ type: 'postgres', url: env.DATABASE_URL, extra: { max: 2, application_name: 'nest-idempotency cli' } });
+  await dataSource.initialize();
+  const admin = new IdempotencyAdmin(adminDatabaseOf(() => dataSource), {
+    codec: new OutcomeCodec(keys && { keys, acceptPlaintext: true }),
+    emit: audit,
+    retention: retentionMs ?? DEFAULT_RETENTION_MS,
+  });
+  return { admin, close: () => dataSource.destroy() };
+}
+
+/** `id:key,id:key`; base64 and base64url hold no `:` nor `,`. */
+function parseKeys(spec: string): EncryptionKey[] {
+  return spec.split(',').map((entry, index) => {
+    const separator = entry.indexOf(':');
+    if (separator <= 0) throw new UsageError(`IDEMPOTENCY_ENCRYPTION_KEYS entry ${index + 1} is not of the form id:base64key.`);
+    return { id: entry.slice(0, separator).trim(), key: entry.slice(separator + 1).trim() };
+  });
+}
+
+/** A mistake in how the CLI was called or configured: exit code 2. */
+export class UsageError extends Error {}

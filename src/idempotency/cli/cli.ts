@@ -1,0 +1,200 @@
+import { Command, CommanderError, Option } from 'commander';
+import { tenantScope } from '../admin/admin-access.js';
+import { AdminProblemType, AdminRefusedException } from '../admin/admin.exceptions.js';
+import type { IdempotencyAdmin } from '../admin/idempotency-admin.js';
+import type { AdminCaller } from '../admin/admin.types.js';
+import { adminActionLine } from '../events/admin-action-line.js';
+import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
+import { type CliStreams, EVENT_COLUMNS, RECORD_COLUMNS, UNFINISHED_COLUMNS, writePage, writeRecord, writeResult } from './cli-output.js';
+
+/** The CLI's exit codes, for scripts. */
+export const EXIT = {
+  /** Done, or found. */
+  done: 0,
+  /** Failed: the database could not be reached, or something unexpected. */
+  failed: 1,
+  /** Called wrongly: an unknown option, a missing reason, a malformed id or date, DATABASE_URL unset. */
+  usage: 2,
+  /** Nothing found: an empty list, no such record. */
+  nothing: 3,
+  /** Refused: the action would break the guarantee (a live lease, a started operation, a key in use, an out-of-order requeue). */
+  refused: 4,
+} as const;
+
+interface ScopeOptions {
+  tenant?: string;
+  scope?: string;
+}
+
+interface ActionOptions extends ScopeOptions {
+  operation?: string;
+  reason: string;
+  as?: string;
+}
+
+/** The CLI's caller: every scope, acting as `--as` (by default the user running it). */
+const callerOf = (as: string | undefined): AdminCaller => ({ actor: as ?? defaultActor(), scopes: 'all' });
+
+/**
+ * Runs `nest-idempotency <command>` on `DATABASE_URL` and answers its exit
+ * code (`EXIT`): records (`inspect`), unfinished phased operations
+ * (`unfinished`), the outbox's dead letters (`dead-letters`), and the
+ * actions `requeue`, `release` and `fail`, each with a required `--reason`.
+ * `--json` writes the answer as JSON on standard output; audit lines and
+ * messages go to standard error.
+ */
+export async function runCli(args: readonly string[], env: CliEnvironment, streams: CliStreams): Promise<number> {
+  let code: number = EXIT.done;
+  const program = new Command('nest-idempotency')
+    .description('Inspect and act on idempotency records, unfinished phased operations and outbox dead letters, on DATABASE_URL.')
+    .option('--json', 'answer in JSON on standard output, for scripts')
+    .addHelpText('after', `\nExit codes: 0 done or found, 1 failed, 2 called wrongly, 3 nothing found, 4 refused.\nIDEMPOTENCY_ENCRYPTION_KEYS="id:base64key,..." (the app's keys, first sealing) opens sealed answers.`)
+    .exitOverride()
+    .configureOutput({ writeOut: (text) => streams.out(text.trimEnd()), writeErr: (text) => streams.err(text.trimEnd()) });
+  const json = () => Boolean(program.opts().json);
+
+  /** Runs `work` with the admin connected, and turns what it throws into an exit code and a message. */
+  const withAdmin = (work: (admin: IdempotencyAdmin) => Promise<number>, retentionMs?: number) => async () => {
+    try {
+      const cli = await connectAdmin(env, retentionMs, (event) => streams.err(adminActionLine(event)));
+      try {
+        code = await work(cli.admin);
+      } finally {
+        await cli.close();
+      }
+    } catch (error) {
+      code = failure(error, streams, json());
+    }
+  };
+
+  program
+    .command('inspect')
+    .description('Find records, newest claim first; with a key, its tenant (or scope) and operation, show that record in full')
+    .argument('[key]', 'the idempotency key')
+    .addOption(new Option('--tenant <tenant>', 'the tenant, as the app resolves it').conflicts('scope'))
+    .option('--scope <scope>', 'the scope as stored, e.g. tenant:acme or anonymous')
+    .option('--operation <operation>', 'e.g. "POST /orders"')
+    .addOption(new Option('--status <status>').choices(['in_progress', 'completed', 'failed']))
+    .option('--since <instant>', 'claimed at or after (ISO 8601)')
+    .option('--until <instant>', 'claimed before (ISO 8601)')
+    .option('--limit <n>', 'records per page, 1 to 200', Number)
+    .option('--cursor <cursor>', 'the page after this one, as a previous run printed it')
+    .action((key: string | undefined, options: ScopeOptions & { operation?: string; status?: 'completed'; since?: string; until?: string; limit?: number; cursor?: string }) =>
+      withAdmin(async (admin) => {
+        const scope = scopeOf(options);
+        const caller = callerOf(undefined);
+        if (key && scope && options.operation) {
+          writeRecord(streams, await admin.record({ scope, operation: options.operation, key }, caller), json());
+          return EXIT.done;
+        }
+        const query = { key, scope, operation: options.operation, status: options.status, since: instant(options.since, '--since'), until: instant(options.until, '--until'), limit: options.limit, cursor: options.cursor };
+        const page = await admin.findRecords(query, caller);
+        writePage(streams, page, RECORD_COLUMNS, json());
+        return page.items.length ? EXIT.done : EXIT.nothing;
+      })(),
+    );
+
+  program
+    .command('unfinished')
+    .description('Phased operations that started and never finished, the longest lapsed lease first')
+    .addOption(new Option('--tenant <tenant>').conflicts('scope'))
+    .option('--scope <scope>')
+    .option('--operation <operation>')
+    .option('--limit <n>', 'operations per page, 1 to 200', Number)
+    .option('--cursor <cursor>')
+    .action((options: ScopeOptions & { operation?: string; limit?: number; cursor?: string }) =>
+      withAdmin(async (admin) => {
+        const page = await admin.unfinished({ scope: scopeOf(options), operation: options.operation, limit: options.limit, cursor: options.cursor }, callerOf(undefined));
+        writePage(streams, page, UNFINISHED_COLUMNS, json());
+        return page.items.length ? EXIT.done : EXIT.nothing;
+      })(),
+    );
+
+  program
+    .command('dead-letters')
+    .description('Outbox events the relay gave up on, oldest first (--pending: those waiting for the relay)')
+    .option('--pending', 'list pending events instead')
+    .option('--limit <n>', 'events per page, 1 to 200', Number)
+    .option('--cursor <cursor>')
+    .action((options: { pending?: boolean; limit?: number; cursor?: string }) =>
+      withAdmin(async (admin) => {
+        const page = await admin.outboxEvents({ state: options.pending ? 'pending' : 'dead', limit: options.limit, cursor: options.cursor }, callerOf(undefined));
+        writePage(streams, page, EVENT_COLUMNS, json());
+        return page.items.length ? EXIT.done : EXIT.nothing;
+      })(),
+    );
+
+  program
+    .command('requeue')
+    .description('Put dead letters back in line, by id or all; older dead letters of their ordering keys must come along')
+    .argument('[ids...]', 'event ids, as dead-letters lists them')
+    .option('--all', 'every dead letter')
+    .requiredOption('--reason <text>', 'why: recorded with who asked')
+    .option('--as <name>', 'who asks (default: the user running the CLI)')
+    .action((ids: string[], options: { all?: boolean; reason: string; as?: string }) =>
+      withAdmin(async (admin) => {
+        if (options.all === (ids.length > 0)) throw new UsageError('Name the dead letters to requeue, or pass --all (not both).');
+        writeResult(streams, await admin.requeueDead(options.all ? 'all' : ids, callerOf(options.as), options.reason), json());
+        return EXIT.done;
+      })(),
+    );
+
+  for (const [name, description] of [
+    ['release', 'Free a key: delete its finished record, or a claim whose lease lapsed before its operation started'],
+    ['fail', 'Mark an unfinished phased operation whose lease lapsed as failed'],
+  ] as const) {
+    program
+      .command(name)
+      .description(description)
+      .argument('<key>', 'the idempotency key')
+      .addOption(new Option('--tenant <tenant>').conflicts('scope'))
+      .option('--scope <scope>')
+      .requiredOption('--operation <operation>', 'e.g. "POST /orders"')
+      .requiredOption('--reason <text>', 'why: recorded with who asked')
+      .option('--as <name>', 'who asks (default: the user running the CLI)')
+      .option('--retention <ms>', 'fail: how long the failure replays when the claim stored no retention of its own (default 24 h)', Number)
+      .action((key: string, options: ActionOptions & { retention?: number }) =>
+        withAdmin(async (admin) => {
+          const scope = scopeOf(options);
+          if (!scope) throw new UsageError('Name the key\'s --tenant, or its --scope (anonymous for keys without a tenant).');
+          const id = { scope, operation: options.operation!, key };
+          const result = name === 'release' ? await admin.release(id, callerOf(options.as), options.reason) : await admin.markFailed(id, callerOf(options.as), options.reason);
+          writeResult(streams, result, json());
+          return EXIT.done;
+        }, options.retention)(),
+      );
+  }
+
+  try {
+    await program.parseAsync(args, { from: 'user' });
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error;
+    return error.exitCode === 0 ? EXIT.done : EXIT.usage;
+  }
+  return code;
+}
+
+function scopeOf({ tenant, scope }: ScopeOptions): string | undefined {
+  return tenant !== undefined ? tenantScope(tenant) : scope;
+}
+
+function instant(value: string | undefined, flag: string): Date | undefined {
+  if (value === undefined) return undefined;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) throw new UsageError(`${flag} must be an ISO 8601 instant, e.g. 2025-06-01T12:00:00Z; got ${value}.`);
+  return date;
+}
+
+/** The exit code of what a command threw, said on standard error (and as a problem on standard output with --json). */
+function failure(error: unknown, streams: CliStreams, json: boolean): number {
+  if (error instanceof AdminRefusedException) {
+    const { type, title, detail } = error.problem;
+    if (json) streams.out(JSON.stringify(error.problem, null, 2));
+    streams.err(`${title}: ${detail}`);
+    if (type === AdminProblemType.NotFound) return EXIT.nothing;
+    return type === AdminProblemType.BadRequest ? EXIT.usage : EXIT.refused;
+  }
+  streams.err((error as Error)?.message ?? String(error));
+  return error instanceof UsageError || error instanceof IdempotencyConfigurationError ? EXIT.usage : EXIT.failed;
+}

@@ -1,0 +1,137 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { Registry } from 'prom-client';
+import request from 'supertest';
+import { IdempotencyProblemType } from '../src/idempotency/index.js';
+import { EXIT, runCli } from '../src/idempotency/cli/cli.js';
+import { adminAppModules } from './support/admin-app.js';
+import { startApp, type RunningApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, NotifyGate } from './support/ledger-app.js';
+import { RecordingPublisher } from './support/outbox-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/** The compiled bin, as `npx nest-idempotency` runs it (`npm test` builds first). */
+const BIN = resolve('dist/src/idempotency/cli/main.js');
+const KEY = randomBytes(32).toString('base64');
+
+/** One CLI run in process: its exit code, and what it wrote where. */
+async function cli(env: Record<string, string | undefined>, ...args: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(args, env, { out: (text) => out.push(text), err: (text) => err.push(text) });
+  return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) };
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(25);
+  }
+}
+
+describe('the nest-idempotency CLI', () => {
+  let db: TestDatabase;
+  let app: RunningApp;
+  let publisher: RecordingPublisher;
+  let env: Record<string, string>;
+  const entry = (key: string, label: string, tenant = 'acme') => request(app.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', tenant).send({ label });
+  const transfer = (key: string) => Promise.resolve(request(app.url).post('/entries/transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: key }));
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+    publisher = new RecordingPublisher();
+    // Sealed at rest: the CLI opens answers, and seals a failure, only with the app's keys.
+    app = await startApp({ imports: adminAppModules(db.url, publisher, new Registry(), { encryption: { keys: [{ id: 'cli-test', key: KEY }] } }) });
+    env = { DATABASE_URL: db.url, IDEMPOTENCY_ENCRYPTION_KEYS: `cli-test:${KEY}` };
+  });
+  afterAll(async () => {
+    app?.app.get(NotifyGate).release();
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('inspects a key as the compiled bin, with exit codes a script can test and JSON it can read', async () => {
+    await entry('cli-shared', 'acme').expect(201);
+    await entry('cli-shared', 'globex', 'globex').expect(201);
+    const run = (...args: string[]) =>
+      promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } }).then(
+        ({ stdout }) => ({ code: 0, stdout }),
+        (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
+      );
+    const found = await run('--json', 'inspect', 'cli-shared');
+    expect(found.code).toBe(EXIT.done);
+    expect(JSON.parse(found.stdout).items.map((record: { scope: string }) => record.scope)).toEqual(['tenant:globex', 'tenant:acme']);
+    expect((await run('inspect', 'no-such-key')).code).toBe(EXIT.nothing);
+    expect((await run('inspect', '--limit', 'x')).code).toBe(EXIT.usage);
+  });
+
+  it('shows one record with its answer opened with the app\'s keys, and says why not without them', async () => {
+    const sent = await entry('cli-detail', 'sealed').expect(201);
+    const opened = await cli(env, '--json', 'inspect', 'cli-detail', '--tenant', 'acme', '--operation', 'POST /entries');
+    expect(opened.code).toBe(EXIT.done);
+    expect(opened.json()).toMatchObject({ key: 'cli-detail', status: 'completed', answer: { status: 201, body: sent.text, sealed: true } });
+    const human = await cli(env, 'inspect', 'cli-detail', '--tenant', 'acme', '--operation', 'POST /entries');
+    expect(human.out).toContain(`body         ${sent.text}`);
+    const keyless = await cli({ DATABASE_URL: db.url }, 'inspect', 'cli-detail', '--scope', 'tenant:acme', '--operation', 'POST /entries');
+    expect(keyless.out).toContain('does not open here (encryption-off)');
+  });
+
+  it('lists unfinished operations, marks one failed with a sealed failure the app replays, and releases it', async () => {
+    const gate = app.app.get(NotifyGate);
+    gate.mode = 'fail';
+    expect((await transfer('cli-abandoned')).status).toBe(503);
+    gate.mode = 'pass';
+    const listed = await cli(env, '--json', 'unfinished', '--tenant', 'acme');
+    expect(listed.json().items).toContainEqual(expect.objectContaining({ key: 'cli-abandoned', state: 'abandoned', resumes: 'ledger-transfer', recoveryPoint: 'debit' }));
+    expect(listed.json().items[0]).not.toHaveProperty('registeredHere');
+
+    const failed = await cli(env, 'fail', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'refunded by hand', '--as', 'on-call');
+    expect(failed.code).toBe(EXIT.done);
+    expect(failed.err).toContain('admin: "on-call" marked failed POST /entries/transfers key#');
+    const retry = await transfer('cli-abandoned');
+    expect([retry.status, retry.body.type]).toEqual([500, IdempotencyProblemType.OperationFailed]);
+
+    expect((await cli(env, 'release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again')).code).toBe(EXIT.done);
+    // The app hears the release at its commit and drops the failure it cached; until then it replays it.
+    await until(async () => (await transfer('cli-abandoned')).status === 201, 10_000);
+  });
+
+  it('refuses what would break the guarantee with exit code 4 and the problem, and a call without a reason with 2', async () => {
+    const gate = app.app.get(NotifyGate);
+    gate.mode = 'hold';
+    const running = transfer('cli-held');
+    await until(async () => gate.heldCount === 1);
+    const refused = await cli(env, '--json', 'release', 'cli-held', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'stuck?');
+    expect(refused.code).toBe(EXIT.refused);
+    expect(refused.json()).toMatchObject({ type: 'urn:nest-idempotency:problem:admin-lease-live', status: 409 });
+    expect(refused.err).toContain('admin: ');
+    gate.release();
+    gate.mode = 'pass';
+    expect((await running).status).toBe(201);
+    expect((await cli(env, 'release', 'cli-held', '--tenant', 'acme', '--operation', 'POST /entries/transfers')).code).toBe(EXIT.usage);
+    expect((await cli({}, 'unfinished')).code).toBe(EXIT.usage);
+    expect((await cli({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, 'unfinished')).code).toBe(EXIT.failed);
+  });
+
+  it('lists dead letters and requeues them, then refuses an event that is no longer dead', async () => {
+    publisher.rejections.set('poison', Infinity);
+    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-dead').send({ label: 'dead', events: [{ type: 'poison', key: 'cli' }] }).expect(201);
+    let dead: Array<{ id: string; type: string }> = [];
+    await until(async () => {
+      const listed = await cli(env, '--json', 'dead-letters');
+      dead = listed.code === EXIT.done ? listed.json().items : [];
+      return dead.length === 1;
+    });
+    publisher.rejections.delete('poison');
+    const requeued = await cli(env, 'requeue', dead[0].id, '--reason', 'broker fixed');
+    expect([requeued.code, requeued.out]).toEqual([EXIT.done, `Requeued 1 dead letter(s): ${dead[0].id}.`]);
+    await until(async () => publisher.published.some((message) => message.id === dead[0].id));
+    expect((await cli(env, 'requeue', dead[0].id, '--reason', 'twice')).code).toBe(EXIT.refused);
+    expect((await cli(env, 'dead-letters')).code).toBe(EXIT.nothing);
+  });
+});

@@ -1,0 +1,150 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type FakePaymentProvider, startFakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
+import { setFault } from './support/demo.js';
+import { type DemoProcess, startDemoProcess } from './support/demo-process.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/** Debian's Chromium, or the one CHROMIUM_PATH names; playwright-core drives it and never downloads a browser. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const HAS_CHROMIUM = existsSync(CHROMIUM);
+if (!HAS_CHROMIUM) console.log(`admin-page.e2e-spec: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`);
+
+/** Where to keep the README's screenshots, when set: `ADMIN_SCREENSHOTS=docs/admin npx vitest run test/admin-page.e2e-spec.ts`. */
+const SCREENSHOTS = process.env.ADMIN_SCREENSHOTS;
+
+/**
+ * The part of playwright-core this suite drives. It is loaded when the suite
+ * runs, so that compiling the project never needs it (the build compiles
+ * the tests too).
+ */
+interface Locator {
+  click(): Promise<void>;
+  check(): Promise<void>;
+  fill(value: string): Promise<void>;
+  waitFor(): Promise<void>;
+  textContent(): Promise<string | null>;
+  isDisabled(): Promise<boolean>;
+}
+interface Page {
+  goto(url: string): Promise<unknown>;
+  on(event: 'dialog', listener: (dialog: { accept(): Promise<void> }) => void): void;
+  route(url: string, handler: (route: { abort(): Promise<void> }) => void): Promise<void>;
+  getByLabel(text: string | RegExp, options?: { exact?: boolean }): Locator;
+  getByRole(role: 'button' | 'link', options: { name: string }): Locator;
+  getByText(text: string): Locator;
+  locator(selector: string): Locator;
+  screenshot(options: { path: string }): Promise<unknown>;
+  close(): Promise<void>;
+}
+interface BrowserContext {
+  newPage(): Promise<Page>;
+  close(): Promise<void>;
+}
+interface Playwright {
+  chromium: { launchPersistentContext(userDataDir: string, options: Record<string, unknown>): Promise<BrowserContext> };
+}
+const PLAYWRIGHT = 'playwright-core';
+
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ADMIN = '/admin/idempotency';
+
+/** The demo's admin page in a real browser: an operator signs in, finds a key, opens it, requeues a dead letter, releases the key. */
+describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', () => {
+  let db: TestDatabase;
+  let provider: FakePaymentProvider;
+  let demo: DemoProcess;
+  let profile: string;
+  let browser: BrowserContext;
+
+  const api = (path: string, init: RequestInit = {}, key = 'demo-key-acme') =>
+    fetch(`${demo.url}${path}`, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers } });
+  const shoot = async (page: Page, name: string) => {
+    if (SCREENSHOTS) await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) });
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    provider = await startFakePaymentProvider();
+    demo = await startDemoProcess({ DATABASE_URL: db.url, REAPER_INTERVAL_MS: '0', PAYMENT_PROVIDER_URL: provider.url });
+    const { chromium } = (await import(PLAYWRIGHT)) as Playwright;
+    profile = mkdtempSync(join(tmpdir(), 'admin-page-chromium-'));
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: ARGS,
+      viewport: { width: 1200, height: 760 },
+      // HTTP Basic, as a browser signs in to the demo's admin: the user name is who the audit log names.
+      httpCredentials: { username: 'browser-test', password: 'demo-admin-key' },
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    await demo?.stop();
+    await provider?.close();
+    await db?.drop();
+  });
+
+  it('finds a key, opens it, lists an unfinished payment, requeues a dead letter, releases the key, and shows each change; it reads without JavaScript', async () => {
+    const key = `browser-${Date.now()}`;
+    const order = await api('/orders', { method: 'POST', headers: { 'idempotency-key': key }, body: JSON.stringify({ sku: 'atlas', quantity: 2 }) });
+    expect(order.status).toBe(201);
+    const { id: orderId } = (await order.json()) as { id: string };
+    // A dead letter, as the relay leaves one after its last attempt (the demo runs without NATS here).
+    const [event] = await db.query<{ id: string }>(
+      `UPDATE idempotency_outbox SET status = 'dead', attempts = 10, last_error = 'maximum payload size exceeded', settled_at = now() WHERE ordering_key = $1 RETURNING id`,
+      [orderId],
+    );
+    const page = await browser.newPage();
+    page.on('dialog', (dialog) => void dialog.accept()); // the confirmation of each action
+
+    await page.goto(`${demo.url}${ADMIN}`);
+    await page.getByLabel('Key', { exact: true }).fill(key);
+    await page.getByRole('button', { name: 'Find' }).click();
+    await page.getByRole('link', { name: key }).waitFor();
+    await shoot(page, 'records');
+    await page.getByRole('link', { name: key }).click();
+    await page.getByText('Request fingerprint').waitFor();
+    expect(await page.locator('pre.body').textContent()).toContain(orderId);
+    await shoot(page, 'record');
+
+    // A payment whose charge failed at the provider: its phased operation is unfinished, its lease released.
+    await setFault(provider.url, 4200, 'fail');
+    const payment = await api(`/orders/${orderId}/payments`, { method: 'POST', headers: { 'idempotency-key': `${key}-pay` }, body: JSON.stringify({ amountCents: 4200, currency: 'EUR' }) });
+    expect(payment.status).toBe(503);
+    await page.getByRole('link', { name: 'Unfinished operations' }).click();
+    await page.getByRole('link', { name: `${key}-pay` }).waitFor();
+    expect(await page.locator('tbody').textContent()).toContain('record-pending');
+    await shoot(page, 'unfinished');
+
+    await page.getByRole('link', { name: 'Dead letters' }).click();
+    await page.getByText(event.id).waitFor();
+    await page.getByLabel(`select ${event.id}`).check();
+    await page.getByLabel(/^Reason/).fill('payload limit raised on the stream');
+    await shoot(page, 'dead-letters');
+    await page.getByRole('button', { name: 'Requeue selected' }).click();
+    await page.getByText('No dead letter.').waitFor();
+    await page.getByRole('link', { name: 'Pending events' }).click();
+    await page.getByText(event.id).waitFor();
+
+    await page.goto(`${demo.url}${ADMIN}/record?scope=tenant:acme&operation=${encodeURIComponent('POST /orders')}&key=${key}`);
+    await page.getByLabel(/^Reason/).fill('customer retries with another quantity');
+    await page.getByRole('button', { name: 'Release key' }).click();
+    await page.getByText('No record matches.').waitFor();
+    const retried = await api('/orders', { method: 'POST', headers: { 'idempotency-key': key }, body: JSON.stringify({ sku: 'atlas', quantity: 3 }) });
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" released POST \/orders key#[0-9a-f]{16}, reason "customer retries with another quantity"/);
+    await page.close();
+
+    // Without its script (the page has no other), it still reads; only the actions wait for it.
+    const plain = await browser.newPage();
+    await plain.route('**/assets/admin.js', (route) => route.abort());
+    await plain.goto(`${demo.url}${ADMIN}?key=${key}`);
+    await plain.getByRole('link', { name: key }).click();
+    await plain.getByText('Request fingerprint').waitFor();
+    expect(await plain.getByRole('button', { name: 'Release key' }).isDisabled()).toBe(true);
+    await plain.close();
+  }, 120_000);
+});
