@@ -32,6 +32,16 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
   };
   /** Sends now: supertest only sends once a request is awaited. */
   const inFlight = (test: request.Test) => Promise.resolve(test);
+  /**
+   * Sends a request, and returns (its answer still to come, wrapped so that awaiting this does not await it) once its
+   * handler has begun: after a fixed sleep instead, a loaded machine let the duplicate overtake it.
+   */
+  const inHandler = async (test: request.Test) => {
+    const calls = ledger.calls;
+    const answer = inFlight(test);
+    await vi.waitFor(() => expect(ledger.calls).toBeGreaterThan(calls), { timeout: 10_000, interval: 5 });
+    return { answer };
+  };
   const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
   const recordOf = async (key: string) => db.query<{ scope: string; operation: string; status: string }>(`SELECT scope, operation, status FROM idempotency_records WHERE key = $1 ORDER BY scope`, [key]);
 
@@ -138,8 +148,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
     it('run once, and the other replays the same bytes', async () => {
       const key = newKey();
       ledger.script.push({ delayMs: 300 });
-      const owner = inFlight(post('/entries', key, { label: 'awaited' }));
-      await sleep(50);
+      const { answer: owner } = await inHandler(post('/entries', key, { label: 'awaited' }));
       const duplicate = await post('/entries', key, { label: 'awaited' });
       const answers = [await owner, duplicate];
       expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
@@ -157,8 +166,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       // Claimed first, the owner holds the key while its handler runs; at commit, only while its COMMIT does.
       if (claim === 'first') ledger.script.push({ delayMs: 800 });
       else ledger.script.push({ commitDelayMs: 800 });
-      const owner = inFlight(post('/entries/a1/transfers', key, { label: 'slow' }));
-      await sleep(100);
+      const { answer: owner } = await inHandler(post('/entries/a1/transfers', key, { label: 'slow' }));
       const duplicate = await post('/entries/a1/transfers', key, { label: 'slow' });
       expect(duplicate.status).toBe(409);
       expect(duplicate.headers['retry-after']).toBe('1');
@@ -173,8 +181,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
     it('run as a genuine retry when the owner rolls back', async () => {
       const key = newKey();
       ledger.script.push({ delayMs: 300, fail: new Error('owner failed') });
-      const owner = inFlight(post('/entries', key, { label: 'second-chance' }));
-      await sleep(50);
+      const { answer: owner } = await inHandler(post('/entries', key, { label: 'second-chance' }));
       const duplicate = await post('/entries', key, { label: 'second-chance' });
       expect(duplicate.status).toBe(201);
       expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
