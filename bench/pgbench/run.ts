@@ -53,7 +53,7 @@ const COMMAND_LINE = {
     clients: valueFlag({ placeholder: '<n>', description: 'pgbench clients (-c)', default: '32', parse: wholeNumber() }),
     threads: valueFlag({ placeholder: '<n>', description: 'pgbench threads (-j)', default: '2', parse: wholeNumber() }),
     notify: switchFlag(
-      "notify the relay at each insert, as the outbox does by default: PostgreSQL then serialises the commits (the notify queue's lock is held through the WAL flush), and every script meets the same ceiling",
+      "notify the relay at each insert, as the outbox does by default: PostgreSQL then serialises the commits (the notify queue's lock is held through the WAL flush), and throughput follows the disk's flush time more than the statements",
     ),
     modes: valueFlag({ placeholder: '<modes>', description: 'query modes (-M), comma-separated: prepared, extended', default: MODES.join(','), parse: list }),
   },
