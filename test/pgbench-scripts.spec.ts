@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import { OutboxStatements } from '../src/idempotency/outbox/outbox.store.js';
+import { IdempotencyStatements } from '../src/idempotency/records/record.statements.js';
+
+/**
+ * bench/pgbench's scripts copy the module's statements, pgbench variables in
+ * place of parameters: when a statement changes, its script must follow, or
+ * `npm run bench:pgbench` measures a design the module no longer has.
+ */
+const id = { scope: 's', operation: 'o', key: 'k' };
+const event = { type: 't', payload: '{}', headers: '{}', orderingKey: 'o', sourceKeyHash: 'h' };
+const outcome = { status: 201, headers: '{}', body: 'b' } as Parameters<typeof IdempotencyStatements.recordAtCommit>[4];
+
+const lock = IdempotencyStatements.tryLock(id).text;
+const read = IdempotencyStatements.readRecord(id).text;
+const record = IdempotencyStatements.recordAtCommit(id, 'f', 1, 1, outcome).text;
+const claim = IdempotencyStatements.claim(id, 'f', 1, 1).text;
+const bareEvent = OutboxStatements.insert(event, true).text;
+const eventAtCommit = OutboxStatements.insertForOperation(id, '', 0, event, true, true).text;
+const eventOfRecord = OutboxStatements.insertForOperation(id, '', 0, event, true, false).text;
+
+/** What a statement does, whatever fills it: parameters, pgbench variables, string literals and NULL read `?`, whitespace one space. */
+function shape(sql: string): string {
+  return sql
+    .replace(/E?'(?:[^']|'')*'/g, '?')
+    .replace(/\$\d+|(?<![:\w]):\w+|\bNULL\b/g, '?')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** The script's statements' shapes, its comment lines left out. */
+function script(name: string): string {
+  return shape(readFileSync(new URL(`../bench/pgbench/${name}.sql`, import.meta.url), 'utf8').replace(/^--.*$/gm, ''));
+}
+
+describe('the pgbench scripts', () => {
+  it.each([
+    ['bare', [bareEvent], [lock, read, record, claim]],
+    ['bare-pipelined', [bareEvent], [lock, read, record, claim]],
+    ['guarded-first', [lock, read, eventAtCommit, record], [claim]],
+    ['at-commit', [eventAtCommit, record], [lock, read, claim]],
+    ['claim-first-two-writes', [claim, eventOfRecord], [lock, read, record]],
+  ])('%s sends the module statements it stands for, in order, and no others', (name, sent, absent) => {
+    const text = script(name);
+    const positions = sent.map((statement) => text.indexOf(shape(statement)));
+    expect(positions).not.toContain(-1);
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+    for (const statement of absent) expect(text).not.toContain(shape(statement));
+  });
+});
