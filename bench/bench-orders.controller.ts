@@ -62,7 +62,7 @@ export class BenchOrdersController {
     return this.createOrder(dto, response);
   }
 
-  /** The same, its key claimed first: the claim opens the transaction, the outcome's UPDATE closes it. */
+  /** The same, its key claimed first (the default, pinned): a lock on the key's hash and a read open the transaction, the record's INSERT goes with COMMIT. */
   @Post('orders/claim-first')
   @Idempotent({ claim: 'first' })
   createClaimedFirst(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
