@@ -38,6 +38,7 @@ describe('the pgbench scripts', () => {
     ['bare', [bareEvent], [lock, read, record, claim]],
     ['bare-pipelined', [bareEvent], [lock, read, record, claim]],
     ['guarded-first', [lock, read, eventAtCommit, record], [claim]],
+    ['guarded-first-units', [lock, read, eventAtCommit, record], [claim]],
     ['at-commit', [eventAtCommit, record], [lock, read, claim]],
     ['claim-first-two-writes', [claim, eventOfRecord], [lock, read, record]],
   ])('%s sends the module statements it stands for, in order, and no others', (name, sent, absent) => {

@@ -16,7 +16,7 @@ import { median } from '../statistics.js';
 import { type QueryMode, runWindow, type WindowResult } from './pgbench-window.js';
 
 /** The scripts, bare first: every other one is compared with it window by window. */
-const SCRIPTS = ['bare', 'bare-pipelined', 'guarded-first', 'at-commit', 'claim-first-two-writes'];
+const SCRIPTS = ['bare', 'bare-pipelined', 'guarded-first', 'guarded-first-units', 'at-commit', 'claim-first-two-writes'];
 const MODES: readonly QueryMode[] = ['prepared', 'extended'];
 /** The scripts sit beside the sources; the build leaves them there. */
 const SCRIPT_FOLDER = fileURLToPath(new URL('../../../bench/pgbench/', import.meta.url));
