@@ -6,15 +6,16 @@
 // A block is a file of its own, with its imports. Rarely, the HTML comment on
 // the line before a block changes that:
 //   <!-- snippet: prelude=NAME -->  compile it after docs/check/preludes/NAME.ts
+//                                   (or NAME,NAME: each, in order)
 //                                   (declarations a fragment leans on)
 //   <!-- snippet: in=PATH -->       PATH (a consumer fixture's file, which CI
-//                                   runs) holds the block verbatim; it is
-//                                   compiled beside a copy of that fixture
+//                                   runs) holds the block verbatim; PATH is
+//                                   compiled, beside a copy of its app
 //   <!-- snippet: skip REASON -->   not TypeScript on its own (a fragment of a
 //                                   config file, say); the reason is printed
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -45,6 +46,8 @@ const all = sources.flatMap(blocks);
 const problems = [];
 const skipped = [];
 const compiled = new Map(); // generated file -> { file, line, offset }
+const fixtureFiles = new Set();
+let excerpts = 0;
 
 all.forEach((block, index) => {
   const name = `${block.file.replace(/[/.]/g, '_')}_${block.line}`;
@@ -56,11 +59,11 @@ all.forEach((block, index) => {
     if (!readFileSync(join(root, target), 'utf8').includes(block.text)) return problems.push(`${block.file}:${block.line}: the block is not in ${target} as it stands; copy it from there`);
     const copy = join(out, fixture);
     if (!existsSync(copy)) for (const part of ['src', 'test']) if (existsSync(join(root, fixture, part))) cpSync(join(root, fixture, part), join(copy, part), { recursive: true });
-    const generated = join(out, dirname(target), `${basename(target, '.ts')}.snippet-${index}.ts`);
-    writeFileSync(generated, block.text);
-    return compiled.set(generated, { ...block, offset: 0 });
+    // The whole file is compiled, beside the rest of its app: the block is an excerpt of it.
+    excerpts++;
+    return fixtureFiles.add(join(out, target));
   }
-  const prelude = block.kind === 'prelude' ? readFileSync(join(root, 'docs/check/preludes', `${block.value}.ts`), 'utf8') : '';
+  const prelude = block.kind === 'prelude' ? block.value.split(',').map((name) => readFileSync(join(root, 'docs/check/preludes', `${name.trim()}.ts`), 'utf8')).join('') : '';
   const generated = join(out, `${name}.ts`);
   writeFileSync(generated, prelude + block.text);
   compiled.set(generated, { ...block, offset: prelude.split('\n').length - 1 });
@@ -85,7 +88,8 @@ writeFileSync(
       skipLibCheck: true,
       noEmit: true,
     },
-    include: ['**/*.snippet-*.ts', '*.ts'],
+    include: ['*.ts'],
+    files: [...fixtureFiles].map((file) => relative(out, file)),
   }),
 );
 
@@ -108,4 +112,4 @@ if (problems.length > 0) {
   console.error(`docs snippets: ${problems.length} problems in ${compiled.size} blocks:\n  ${problems.join('\n  ')}`);
   process.exit(1);
 }
-console.log(`docs snippets: ${compiled.size} TypeScript blocks of README.md and docs/ compile against the built package (${skipped.length} not compiled)`);
+console.log(`docs snippets: ${compiled.size + excerpts} TypeScript blocks of README.md and docs/ compile against the built package, ${excerpts} of them as excerpts of ${fixtureFiles.size} consumer-fixture files (${skipped.length} not compiled)`);
