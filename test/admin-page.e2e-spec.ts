@@ -11,7 +11,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const HAS_CHROMIUM = existsSync(CHROMIUM);
 if (!HAS_CHROMIUM) console.log(`admin-page.e2e-spec: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`);
 
-/** Where to keep the README's screenshots, when set: `ADMIN_SCREENSHOTS=docs/admin npx vitest run test/admin-page.e2e-spec.ts`. */
+/** Where to keep the admin guide's screenshots (docs/admin.md), when set: `ADMIN_SCREENSHOTS=docs/admin npx vitest run test/admin-page.e2e-spec.ts`. */
 const SCREENSHOTS = process.env.ADMIN_SCREENSHOTS;
 
 /**

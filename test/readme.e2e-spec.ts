@@ -2,14 +2,13 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { createScratchDatabase } from '../src/testing/index.js';
 
-const readme = readFileSync('README.md', 'utf8');
 const cjsFixture = (path: string) => readFileSync(`test/fixtures/cjs-app/${path}`, 'utf8');
 
-/** The README's text under a heading, up to the next heading of the same level or above outside a code block. */
-function section(heading: string): string {
-  const lines = readme.split('\n');
+/** A document's text under a heading, up to the next heading of the same level or above outside a code block. */
+function section(file: string, heading: string): string {
+  const lines = readFileSync(file, 'utf8').split('\n');
   const start = lines.indexOf(heading);
-  if (start < 0) throw new Error(`the README has no heading ${heading}`);
+  if (start < 0) throw new Error(`${file} has no heading ${heading}`);
   let fenced = false;
   for (let at = start + 1; at < lines.length; at++) {
     if (lines[at].trimStart().startsWith('```')) fenced = !fenced;
@@ -26,7 +25,7 @@ function codeBlocks(text: string, language: string): string[] {
 }
 
 // The CommonJS fixture is an app of the Nest template's shape; `npm run test:consumers` runs it on the packed package.
-describe('the README, held to what runs', () => {
+describe('the README and the guides, held to what runs', () => {
   it('names every table the migrations create where it tells how to install them', async () => {
     const db = await createScratchDatabase(process.env.DATABASE_URL!, { prefix: 'readme' });
     const client = new pg.Client({ connectionString: db.url });
@@ -35,8 +34,10 @@ describe('the README, held to what runs', () => {
       const { rows } = await client.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations' ORDER BY tablename`);
       const tables = rows.map(({ tablename }) => tablename as string);
       expect(tables).toContain('idempotency_records');
-      const install = section('## Install');
-      expect(tables.filter((table) => !install.includes(`\`${table}\``))).toEqual([]);
+      for (const file of ['README.md', 'docs/getting-started.md']) {
+        const install = section(file, '## Install');
+        expect(tables.filter((table) => !install.includes(`\`${table}\``)), file).toEqual([]);
+      }
     } finally {
       await client.end();
       await db.drop();
@@ -44,7 +45,7 @@ describe('the README, held to what runs', () => {
   });
 
   it('gives the Jest recipe for both configs of the CommonJS template, as the CommonJS fixture applies it', () => {
-    const moduleFormat = section('### Module format: ESM, and CommonJS apps');
+    const moduleFormat = section('docs/getting-started.md', '## Module format: ESM, and CommonJS apps');
     const [unitRecipe] = codeBlocks(moduleFormat, 'ts');
     const unitConfig = cjsFixture('jest.config.ts').replace(/\s+/g, ' ');
     for (const line of unitRecipe.split('\n').filter((line) => line.trim() !== '')) expect(unitConfig).toContain(line.trim());
@@ -55,7 +56,7 @@ describe('the README, held to what runs', () => {
   });
 
   it('tests a route with the testing kit in code that the CommonJS fixture runs as it is', () => {
-    const [example] = codeBlocks(section('## Testing your routes'), 'ts');
+    const [example] = codeBlocks(section('docs/testing.md', '# Testing your routes'), 'ts');
     expect(cjsFixture('test/transfers.kit.e2e-spec.ts')).toContain(example);
   });
 });

@@ -1,4 +1,8 @@
-/** A retrying client for idempotent HTTP APIs: one key per operation, reused on every attempt. */
+/**
+ * A retrying client for idempotent HTTP APIs: one key per operation, reused on every attempt.
+ *
+ * @module nest-idempotency/client
+ */
 export {
   IdempotentClient,
   type AttemptOutcome,

@@ -13,7 +13,7 @@ const SF_STRING = /^"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"$/;
 const OWS_EDGES = /^[ \t]+|[ \t]+$/g;
 
 /**
- * The contract, written from the README rather than from the parser: a value
+ * The contract, written from the HTTP contract (docs/http-contract.md) rather than from the parser: a value
  * that opens with DQUOTE is an sf-string, anything else a bare token, and the
  * key either names must be 1 to 255 visible ASCII characters.
  */

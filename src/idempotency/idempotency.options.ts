@@ -256,13 +256,14 @@ export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
-/** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
 /** The drivers of the claim's transaction (`claimDriver`). */
 export type ClaimDriverName = 'pg' | 'typeorm';
 
+/** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
 export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
+  /** The `onEvent` listener the module was given, if any. */
   onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
   /** Unset: outcomes are stored in plaintext. */

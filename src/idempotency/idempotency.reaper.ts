@@ -10,9 +10,13 @@ import { ReaperStatements } from './records/record.statements.js';
 import { ReaperSchedule } from './reaper-schedule.js';
 import { TransactionHost } from './transaction-host.js';
 
+/** What one reaper pass did. */
 export interface ReapResult {
+  /** Expired records deleted. */
   deleted: number;
+  /** Delete statements run, each of at most `batchSize` rows. */
   batches: number;
+  /** How long the pass took. */
   elapsedMs: number;
   /** Another instance held the reaper lock, so this one left the pass to it. */
   skipped: boolean;
@@ -25,6 +29,7 @@ export interface ReapResult {
  * process's clock may be off.
  */
 export interface RetentionSweep {
+  /** Runs the work, within what is left of the pass's time budget. */
   sweep(timeBudgetMs: number): Promise<unknown>;
 }
 
@@ -56,6 +61,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     private readonly moduleRef: ModuleRef,
   ) {}
 
+  /** Starts the scheduled passes: in the app's `SchedulerRegistry` where `ScheduleModule` is imported, on a timer of its own otherwise. */
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.reaper.enabled) return;
     await this.schedule.start(this.moduleRef, this.options.reaper.intervalMs, () => void this.runPass());

@@ -1,3 +1,9 @@
+/**
+ * The core: `IdempotencyModule`, `@Idempotent()`, the transaction host, the
+ * outbox, the admin, the migrations, and the options, events and errors they use.
+ *
+ * @module nest-idempotency
+ */
 export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
 export { IdempotencyModule } from './idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';

@@ -11,6 +11,7 @@ export interface RecordedOutcome {
   body: string | null;
 }
 
+/** The response header a replay carries, with the value `true`. */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
 
 /**

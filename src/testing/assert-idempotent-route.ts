@@ -33,8 +33,10 @@ export interface IdempotentRouteCheck {
   headerName?: string;
 }
 
+/** The checks `assertIdempotentRoute()` runs, in order. */
 export type IdempotencyCheckName = 'first-execution' | 'replay' | 'key-reuse' | 'missing-key' | 'concurrent-burst';
 
+/** How one check of `assertIdempotentRoute()` ended. */
 export interface IdempotencyCheckResult {
   name: IdempotencyCheckName;
   result: 'passed' | 'skipped';

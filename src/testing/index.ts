@@ -2,6 +2,8 @@
  * The testing kit: prove in your own e2e tests that a route is idempotent,
  * and give each suite a migrated database of its own. Needs no test
  * framework: failures throw `AssertionError`s.
+ *
+ * @module nest-idempotency/testing
  */
 export {
   assertIdempotentRoute,

@@ -3,6 +3,7 @@ import { REPLAYED_HEADER } from '../idempotency/recorded-outcome.js';
 
 /** A Nest application after `await app.listen(0)`, or anything else that knows its URL. */
 export interface ListeningApp {
+  /** The URL the app listens on. */
   getUrl(): Promise<string>;
 }
 

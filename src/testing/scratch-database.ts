@@ -12,6 +12,7 @@ export interface ScratchDatabase {
   drop(): Promise<void>;
 }
 
+/** The options of `createScratchDatabase()`. */
 export interface ScratchDatabaseOptions {
   /** The name is `<prefix>_<12 hex digits>`. Lower-case letters, digits and `_`. Default `idempotency_scratch`. */
   prefix?: string;

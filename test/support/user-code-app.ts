@@ -300,7 +300,7 @@ class UserCodeController {
   }
 }
 
-/** A multipart upload parsed by FileInterceptor, bound inside @Idempotent() as the README advises (Express). */
+/** A multipart upload parsed by FileInterceptor, bound inside @Idempotent() as docs/http-contract.md advises (Express). */
 @Controller('user-code')
 class UploadController {
   @Post('upload')

@@ -195,7 +195,7 @@ export function writePathsApp(connection?: string): WritePathsApp {
     @Post('phased')
     @Idempotent({ phases: true })
     async phased(@Body() body: NoteBody, @PhasedClaim() claim: PhasedClaim) {
-      // Before run(): a phased route has no transaction open here (see the README).
+      // Before run(): a phased route has no transaction open here (see docs/business-code.md).
       await this.writer.write('injected-repository', `before-run:${body.label}`);
       return claim.run(NotePhases, body);
     }

@@ -3,7 +3,7 @@ import { type CanActivate, type ExecutionContext, UnauthorizedException } from '
 import { type AdminScopes, IdempotencyAdminModule, tenantScope } from '../../idempotency/index.js';
 import { Public } from './api-key.guard.js';
 
-/** The demo's default operators' keys, documented in the README: one sees every tenant, one acme's only. */
+/** The demo's default operators' keys, documented in docs/demo.md: one sees every tenant, one acme's only. */
 export const DEFAULT_ADMIN_API_KEYS = 'demo-admin-key:*,demo-acme-admin-key:acme';
 
 /** Where the demo serves the admin page, and its API under `/api`. */

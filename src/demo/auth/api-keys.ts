@@ -1,4 +1,4 @@
-/** The demo's default credentials, documented in the README. */
+/** The demo's default credentials, documented in docs/demo.md. */
 export const DEFAULT_API_KEYS = 'demo-key-acme:acme,demo-key-globex:globex';
 
 /** Parses `API_KEYS="key:tenant,key:tenant"` into a key → tenant map. */

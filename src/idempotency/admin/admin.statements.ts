@@ -9,7 +9,7 @@ import type { RecordPosition } from './admin-cursor.js';
  * The module's own statements stay where they are (`records/record.statements.ts`,
  * `outbox/outbox.store.ts`); none of these runs in a request's flow. Each
  * list is a keyset page on an index (`AdminIndexes` names which), never a
- * scan: the EXPLAIN of each on a table of a million rows is in the README.
+ * scan: the EXPLAIN of each on a table of a million rows is in docs/admin.md.
  */
 
 /** The channel a release is announced on, at commit: instances drop the released key's cached outcome. */

@@ -56,8 +56,11 @@ export interface AttemptTimeline {
   commit?: StepTiming;
 }
 
+/** When a step of an attempt ran, as `performance.now()` readings. */
 export interface StepTiming {
+  /** When the step began. */
   start: number;
+  /** When the step ended. */
   end: number;
 }
 
@@ -145,6 +148,7 @@ export interface AdminActionEvent {
   refusal?: string;
 }
 
+/** Every event the module emits, told apart by `kind`. */
 export type IdempotencyEvent =
   | AdminActionEvent
   | AttemptEvent
@@ -156,4 +160,5 @@ export type IdempotencyEvent =
   | OutboxUnavailableEvent
   | OutboxReapedEvent;
 
+/** A listener of `IdempotencyEvents.subscribe()` and the `onEvent` option. */
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;

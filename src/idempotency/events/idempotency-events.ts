@@ -28,6 +28,7 @@ export class IdempotencyEvents {
     return () => this.listeners.delete(listener);
   }
 
+  /** Calls every listener with the event, then publishes it on its diagnostics channel when that has subscribers. */
   emit(event: IdempotencyEvent): void {
     for (const listener of this.listeners) {
       try {

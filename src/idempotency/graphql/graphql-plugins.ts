@@ -8,7 +8,11 @@ interface ApolloResponseContext {
 
 /** An Apollo Server plugin, as `ApolloServerPlugin` declares it (the module does not load `@apollo/server`). */
 export interface IdempotencyApolloPlugin {
-  requestDidStart(): Promise<{ willSendResponse(context: ApolloResponseContext): Promise<void> }>;
+  /** Apollo's hook per request. */
+  requestDidStart(): Promise<{
+    /** Adds the replay signals of the request's mutations to the response's `extensions`. */
+    willSendResponse(context: ApolloResponseContext): Promise<void>;
+  }>;
 }
 
 /**
@@ -34,6 +38,7 @@ export function idempotencyApolloPlugin(): IdempotencyApolloPlugin {
 
 /** Mercurius hooks, as `@nestjs/mercurius`'s `hooks` option takes them. */
 export interface IdempotencyMercuriusHooks {
+  /** Mercurius's hook after execution: adds the replay signals to the result's `extensions`. */
   onResolution(execution: { extensions?: Record<string, unknown> }, context: unknown): Promise<void>;
 }
 

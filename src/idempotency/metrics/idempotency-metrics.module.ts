@@ -3,6 +3,7 @@ import { Registry } from 'prom-client';
 import { IDEMPOTENCY_METRICS_REGISTRY, IdempotencyMetrics } from './idempotency-metrics.js';
 import { OutboxMetrics } from './outbox-metrics.js';
 
+/** The options of `IdempotencyMetricsModule.forRoot()`. */
 export interface IdempotencyMetricsOptions {
   /** Where the metrics register. Default a registry of their own, exported as `IDEMPOTENCY_METRICS_REGISTRY`. */
   registry?: Registry;
@@ -15,6 +16,7 @@ export interface IdempotencyMetricsOptions {
  */
 @Module({})
 export class IdempotencyMetricsModule {
+  /** Registers the metrics in `options.registry`, or in a registry of their own. */
   static forRoot(options: IdempotencyMetricsOptions = {}): DynamicModule {
     return {
       module: IdempotencyMetricsModule,

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { type AttemptEvent, type IdempotencyEvent, IdempotencyEvents } from '../events/idempotency-events.js';
 
+/** The injection token of the prom-client `Registry` the metrics register in. */
 export const IDEMPOTENCY_METRICS_REGISTRY = Symbol('idempotency:metrics-registry');
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];

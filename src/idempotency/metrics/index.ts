@@ -1,4 +1,8 @@
-/** The optional Prometheus entry point: importing it loads prom-client. */
+/**
+ * The optional Prometheus entry point: importing it loads prom-client.
+ *
+ * @module nest-idempotency/metrics
+ */
 export { IdempotencyMetricsModule, type IdempotencyMetricsOptions } from './idempotency-metrics.module.js';
 export { IDEMPOTENCY_METRICS_REGISTRY, IdempotencyMetrics } from './idempotency-metrics.js';
 export { OutboxMetrics } from './outbox-metrics.js';

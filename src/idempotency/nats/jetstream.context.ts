@@ -9,6 +9,7 @@ export class JetStreamContext extends BaseRpcContext<[JsMsg]> {
     return this.args[0];
   }
 
+  /** The subject the message was published to. */
   getSubject(): string {
     return this.args[0].subject;
   }

@@ -11,6 +11,7 @@ export const EVENT_TYPE_HEADER = 'Event-Type';
 /** The header with the `keyHash` of the idempotency record that caused the event. */
 export const SOURCE_KEY_HASH_HEADER = 'Source-Key-Hash';
 
+/** The options of `JetStreamPublisher.connect()` and `JetStreamPublisher.create()`. */
 export interface JetStreamPublisherOptions {
   /** The stream; created on connecting when missing. */
   stream: JetStreamStreamOptions;
@@ -82,6 +83,7 @@ export class JetStreamPublisher implements OutboxPublisher {
     return this.established?.connection;
   }
 
+  /** Publishes to `${subjectPrefix}.${type}` with the event's id as `Nats-Msg-Id`, and resolves on the stream's ack. */
   async publish(message: OutboxMessage): Promise<void> {
     if (!this.established) throw new OutboxPublisherUnavailableError('not connected to NATS yet');
     const headers = natsHeaders();

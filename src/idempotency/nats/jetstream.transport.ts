@@ -11,6 +11,7 @@ import { connectWithRetry, type RetriedConnection } from './nats-connection.js';
 /** A pull left at a consumer leader that died is noticed after two missed heartbeats, half this each: 10 s, not the client's 30 s, resumes within about 10 s. */
 const PULL_EXPIRES_MS = 10_000;
 
+/** The options of `JetStreamTransport`. */
 export interface JetStreamTransportOptions {
   /**
    * NATS servers: one URL, a list, or a comma-separated string, e.g.

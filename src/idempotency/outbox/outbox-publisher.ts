@@ -30,6 +30,7 @@ export interface OutboxMessage {
  * const publisher: OutboxPublisher = { publish: (message) => channel.publishAndWaitForConfirm(message.type, message.payload, { messageId: message.id }) };
  */
 export interface OutboxPublisher {
+  /** Resolves once the broker holds the message durably; throws `OutboxPublisherUnavailableError` when the broker cannot be reached. */
   publish(message: OutboxMessage): Promise<void>;
   /** Called once when the relay stops, after its last publish. */
   close?(): Promise<void>;

@@ -26,10 +26,12 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
+  /** Joins the reaper's scheduled pass. */
   onModuleInit(): void {
     this.unregister = this.reaper.addSweep({ sweep: (budget) => this.reap(undefined, budget) });
   }
 
+  /** Leaves the reaper's scheduled pass. */
   onModuleDestroy(): void {
     this.unregister?.();
   }

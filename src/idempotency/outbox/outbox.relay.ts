@@ -51,6 +51,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     return this.loop !== undefined;
   }
 
+  /** Starts relaying, when this instance has a publisher and the relay is on. */
   onApplicationBootstrap(): void {
     if (!this.options.relay.enabled) return;
     this.wakeup = new OutboxWakeup(this.served.dataSource, this.options.notify);

@@ -22,10 +22,15 @@ export interface CompleterBounds {
   limit?: number;
 }
 
+/** What one pass of the completer did with the abandoned claims it found. */
 export interface CompleterPass {
+  /** Operations resumed and recorded. */
   completed: number;
+  /** Operations that ran out of attempts and were marked failed. */
   failed: number;
+  /** Claims whose operation never started, deleted. */
   discarded: number;
+  /** Claims given back without a result, for a later pass or a retry. */
   released: number;
 }
 

@@ -12,6 +12,7 @@ export const PHASED_OPERATION = 'idempotency:phased-operation';
  * results instead of running again.
  */
 export interface PhasedOperation<TInput, TOutput> {
+  /** Runs the operation, its phases through `phases`; on a resume, finished phases return their stored results. */
   run(input: TInput, phases: Phases): Promise<TOutput>;
   /**
    * The answer of a finished run: its body and headers (e.g. `Location`),

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { IDEMPOTENCY_CHANNELS } from '../events/idempotency-channels.js';
 import type { AttemptEvent, AttemptOutcome, CommitFailedEvent } from '../events/idempotency-events.js';
 
+/** The options of `traceIdempotency()`. */
 export interface IdempotencyTracingOptions {
   /** Where the spans go. Default the global provider, as registered by the OpenTelemetry SDK (also when registered later). */
   tracerProvider?: TracerProvider;

@@ -62,7 +62,7 @@ export function recordPage(context: PageContext, record: RecordDetail): Markup {
 }
 
 function answerOf(record: RecordDetail): Markup {
-  if (record.undecryptable) return html`<h2>Answer</h2><p class="note">The recorded answer does not open here (${record.undecryptable}): see "Encryption at rest" in the README.</p>`;
+  if (record.undecryptable) return html`<h2>Answer</h2><p class="note">The recorded answer does not open here (${record.undecryptable}): see "Encryption at rest" in the documentation (docs/security.md).</p>`;
   if (!record.answer) return html`<h2>Answer</h2><p class="empty">None recorded yet.</p>`;
   const { status, headers, body, sealed } = record.answer;
   return html`<h2>Answer</h2>
