@@ -36,4 +36,6 @@ export default {
   // are shown by name, unlinked.
   validation: { notExported: false, invalidLink: true, invalidPath: true, notDocumented: true },
   treatWarningsAsErrors: true,
+  // No "Defined in" links: a checkout's remote (none, or a local path in a CI clone) is no URL a reader can open.
+  disableSources: true,
 };
