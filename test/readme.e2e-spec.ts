@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createScratchDatabase } from '../src/testing/index.js';
 
 const readme = readFileSync('README.md', 'utf8');
-const cjsFixture = (path: string) => readFileSync(`test/fixtures/cjs-app/${path}`, 'utf8');
+const cjsFixture = (path: string) => readFileSync(`test/fixtures/nest12-cjs-jest/${path}`, 'utf8');
 
 /** The README's text under a heading, up to the next heading of the same level or above outside a code block. */
 function section(heading: string): string {
@@ -25,7 +25,7 @@ function codeBlocks(text: string, language: string): string[] {
   );
 }
 
-// The CommonJS fixture is an app of the Nest template's shape; `npm run test:consumers` runs it on the packed package.
+// nest12-cjs-jest is an app of the Nest 12 CommonJS template's shape; `npm run test:consumers` runs it on the packed package.
 describe('the README, held to what runs', () => {
   it('names every table the migrations create where it tells how to install them', async () => {
     const db = await createScratchDatabase(process.env.DATABASE_URL!, { prefix: 'readme' });
