@@ -18,6 +18,9 @@ export default defineConfig({
     // The consumer apps are tested against the packed tarball by `npm run test:consumers`.
     exclude: ['**/node_modules/**', 'test/fixtures/**'],
     globalSetup: ['test/support/global-setup.ts'],
+    // The package's builds load natively, as an installed package's do, not through Vite's module runner, whose
+    // copy of a module is not the one Node's require() of it returns (test/dual-build.e2e-spec.ts loads both).
+    server: { deps: { external: [/\/dist\/lib\//] } },
     // Vitest's default is one worker per core but one, a single one on two
     // cores; the suites mostly wait (on PostgreSQL, child processes, timers),
     // and each has a database of its own, so three at once on two cores take
