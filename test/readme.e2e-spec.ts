@@ -43,8 +43,8 @@ describe('the README, held to what runs', () => {
     }
   });
 
-  it('gives the Jest recipe for both configs of the CommonJS template, as the CommonJS fixture applies it', () => {
-    const moduleFormat = section('### Module format: ESM, and CommonJS apps');
+  it('gives the Jest recipe for both configs of the Nest 12 CommonJS template, as nest12-cjs-jest applies it', () => {
+    const moduleFormat = section('### Module format: ESM and CommonJS');
     const [unitRecipe] = codeBlocks(moduleFormat, 'ts');
     const unitConfig = cjsFixture('jest.config.ts').replace(/\s+/g, ' ');
     for (const line of unitRecipe.split('\n').filter((line) => line.trim() !== '')) expect(unitConfig).toContain(line.trim());
@@ -54,7 +54,7 @@ describe('the README, held to what runs', () => {
     expect(JSON.parse(cjsFixture('test/jest-e2e.json'))).toMatchObject(JSON.parse(e2eRecipe));
   });
 
-  it('tests a route with the testing kit in code that the CommonJS fixture runs as it is', () => {
+  it('tests a route with the testing kit in code that nest12-cjs-jest runs as it is', () => {
     const [example] = codeBlocks(section('## Testing your routes'), 'ts');
     expect(cjsFixture('test/transfers.kit.e2e-spec.ts')).toContain(example);
   });
