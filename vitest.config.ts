@@ -12,6 +12,7 @@ const TYPEORM_JOIN_SUITES = [
   'test/write-paths.e2e-spec.ts',
   'test/user-code.e2e-spec.ts',
   'test/named-data-source.e2e-spec.ts',
+  'test/compatibility.e2e-spec.ts',
 ];
 
 /**
