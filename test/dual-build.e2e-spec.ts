@@ -1,6 +1,7 @@
 import { Body, Controller, Inject, Injectable, Module, Post } from '@nestjs/common';
 import { getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -51,6 +52,15 @@ describe('an app that loads both builds of the package', () => {
   it.each(['esm', 'cjs'] as const)('gets the same exports from both when the %s build loads first', async (first) => {
     const none = Object.fromEntries(ENTRY_POINTS.map((name) => [name, []]));
     expect(await differingExports(first)).toEqual(none);
+  });
+
+  // The startup check reads them as the file it runs in resolves them: ES modules have no require(), CommonJS no import.meta.
+  it.each(['esm', 'cjs'] as const)('finds the installed Nest and TypeORM from the %s build', async (format) => {
+    const file = resolve('dist/lib', format, 'src/idempotency/installed-versions.js');
+    const script = `import(${JSON.stringify(pathToFileURL(file).href)}).then((m) => console.log(JSON.stringify(m.installedVersions())))`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script]);
+    const versionOf = (name: string) => JSON.parse(readFileSync(resolve('node_modules', name, 'package.json'), 'utf8')).version;
+    expect(JSON.parse(stdout)).toEqual({ '@nestjs/common': versionOf('@nestjs/common'), '@nestjs/core': versionOf('@nestjs/core'), typeorm: versionOf('typeorm') });
   });
 
   describe('a route decorated through the CommonJS build, served by the module of the ES one', () => {

@@ -44,7 +44,7 @@ describe('the README, held to what runs', () => {
   });
 
   it('gives the Jest recipe for both configs of the Nest 12 CommonJS template, as nest12-cjs-jest applies it', () => {
-    const moduleFormat = section('### Module format: ESM and CommonJS');
+    const moduleFormat = section('### Module format: ESM, and CommonJS apps');
     const [unitRecipe] = codeBlocks(moduleFormat, 'ts');
     const unitConfig = cjsFixture('jest.config.ts').replace(/\s+/g, ' ');
     for (const line of unitRecipe.split('\n').filter((line) => line.trim() !== '')) expect(unitConfig).toContain(line.trim());
