@@ -2,6 +2,20 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
+ * The suites about the transaction join and the TypeORM internals the module
+ * relies on, which run a second time on TypeORM 0.3 (the `typeorm-0.3`
+ * devDependency, npm's alias of the latest 0.3).
+ */
+const TYPEORM_JOIN_SUITES = [
+  'src/idempotency/transaction-join.spec.ts',
+  'src/idempotency/driver/pg-client.contract.spec.ts',
+  'test/write-paths.e2e-spec.ts',
+  'test/user-code.e2e-spec.ts',
+  'test/named-data-source.e2e-spec.ts',
+  'test/compatibility.e2e-spec.ts',
+];
+
+/**
  * The shape Nest 12's ts-esm app template sets up: Vitest with globals, so
  * specs use describe/it/expect/vi without imports. Vite's transformer (Oxc)
  * emits the decorator metadata Nest injects by, from tsconfig's
@@ -18,6 +32,9 @@ export default defineConfig({
     // The consumer apps are tested against the packed tarball by `npm run test:consumers`.
     exclude: ['**/node_modules/**', 'test/fixtures/**'],
     globalSetup: ['test/support/global-setup.ts'],
+    // The package's builds load natively, as an installed package's do, not through Vite's module runner, whose
+    // copy of a module is not the one Node's require() of it returns (test/dual-build.e2e-spec.ts loads both).
+    server: { deps: { external: [/\/dist\/lib\//] } },
     // Vitest's default is one worker per core but one, a single one on two
     // cores; the suites mostly wait (on PostgreSQL, child processes, timers),
     // and each has a database of its own, so three at once on two cores take
@@ -25,5 +42,20 @@ export default defineConfig({
     maxWorkers: Math.max(3, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    projects: [
+      { extends: true, test: { name: 'typeorm-1' } },
+      {
+        extends: true,
+        // Every `import 'typeorm'` Vite resolves: the sources', the tests', and @nestjs/typeorm's, which is inlined for
+        // it (an external package would import TypeORM 1 natively). test/support/typeorm-0.3.setup.ts checks both.
+        resolve: { alias: [{ find: /^typeorm$/, replacement: 'typeorm-0.3' }] },
+        test: {
+          name: 'typeorm-0.3',
+          include: TYPEORM_JOIN_SUITES,
+          setupFiles: ['test/support/typeorm-0.3.setup.ts'],
+          server: { deps: { inline: ['@nestjs/typeorm'] } },
+        },
+      },
+    ],
   },
 });

@@ -1,56 +1,94 @@
-import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 
-/** The packages a compiled entry point loads, following its static imports (lazy `import()`s excluded). */
-function packagesLoadedBy(entry: string): Set<string> {
+/**
+ * The statements of a compiled file that load another module when the file
+ * loads: static imports and re-exports in the ES modules, top-level
+ * `require()`s in the CommonJS copy (TypeScript writes an optional peer's
+ * lazy `import()` there as a `require()` inside a promise, never at the start
+ * of a line).
+ */
+const LOADS = {
+  esm: /^\s*(?:import|export)\s(?:[^;'"]*?\sfrom\s)?\s*['"]([^'"]+)['"]/gm,
+  cjs: /^(?:(?:const|var|let) \w+ = )?(?:__importDefault\(|__importStar\(|__exportStar\()?require\(["']([^"']+)["']\)/gm,
+};
+
+type Format = keyof typeof LOADS;
+
+/** The packages an entry point of one build loads, following what its files load when they load (lazy loads excluded). */
+function packagesLoadedBy(format: Format, entry: string): Set<string> {
   const packages = new Set<string>();
   const seen = new Set<string>();
   const visit = (file: string) => {
     if (seen.has(file)) return;
     seen.add(file);
     const source = readFileSync(file, 'utf8');
-    for (const [, specifier] of source.matchAll(/^\s*(?:import|export)\s(?:[^;'"]*?\sfrom\s)?\s*['"]([^'"]+)['"]/gm)) {
+    for (const [, specifier] of source.matchAll(LOADS[format])) {
       if (specifier.startsWith('.')) visit(resolve(dirname(file), specifier));
-      else packages.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]);
+      else if (!specifier.startsWith('node:')) packages.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]);
     }
   };
-  visit(resolve('dist', entry));
+  visit(resolve('dist/lib', format, entry));
   return packages;
 }
 
 const TEST_FRAMEWORKS = ['jest', '@jest/globals', 'vitest', 'supertest', '@nestjs/testing'];
 
-// Built by `npm test` (tsc) before Vitest runs.
-describe('entry points load only what they need', () => {
+// Both builds of the package, built by `npm test` (npm run build) before Vitest runs.
+describe.each(['esm', 'cjs'] as const)('entry points of the %s build load only what they need', (format) => {
+  const loadedBy = (entry: string) => packagesLoadedBy(format, entry);
+
   it('the core loads no optional integration and no test framework', () => {
-    const loaded = packagesLoadedBy('src/idempotency/index.js');
+    const loaded = loadedBy('src/idempotency/index.js');
     expect(loaded).toContain('@nestjs/common');
     for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nestjs/schedule', '@nats-io/transport-node', '@nats-io/jetstream', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
   it('the core serves GraphQL mutations without loading a GraphQL package', () => {
-    const loaded = packagesLoadedBy('src/idempotency/index.js');
+    const loaded = loadedBy('src/idempotency/index.js');
     for (const graphql of ['graphql', '@nestjs/graphql', '@nestjs/apollo', '@nestjs/mercurius', '@apollo/server', 'mercurius']) expect(loaded).not.toContain(graphql);
   });
 
   it('the testing kit loads no test framework and no HTTP client besides fetch', () => {
-    const loaded = packagesLoadedBy('src/testing/index.js');
+    const loaded = loadedBy('src/testing/index.js');
     expect(loaded).toContain('pg');
     for (const avoided of [...TEST_FRAMEWORKS, '@opentelemetry/api', 'prom-client']) expect(loaded).not.toContain(avoided);
   });
 
   it('the NATS entry point loads the NATS client and @nestjs/microservices', () => {
-    const loaded = packagesLoadedBy('src/idempotency/nats/index.js');
+    const loaded = loadedBy('src/idempotency/nats/index.js');
     for (const needed of ['@nats-io/transport-node', '@nats-io/jetstream', '@nestjs/microservices']) expect(loaded).toContain(needed);
   });
 
   it('the CLI alone loads its argument parser', () => {
-    expect(packagesLoadedBy('src/idempotency/cli/main.js')).toContain('commander');
-    expect(packagesLoadedBy('src/idempotency/index.js')).not.toContain('commander');
+    expect(loadedBy('src/idempotency/cli/main.js')).toContain('commander');
+    expect(loadedBy('src/idempotency/index.js')).not.toContain('commander');
   });
 
   it('the tracing entry point loads @opentelemetry/api, and prom-client only the metrics one', () => {
-    expect(packagesLoadedBy('src/idempotency/tracing/index.js')).toContain('@opentelemetry/api');
-    expect(packagesLoadedBy('src/idempotency/metrics/index.js')).toContain('prom-client');
+    expect(loadedBy('src/idempotency/tracing/index.js')).toContain('@opentelemetry/api');
+    expect(loadedBy('src/idempotency/metrics/index.js')).toContain('prom-client');
+  });
+});
+
+describe('the CommonJS build', () => {
+  /** Every compiled file of a build folder. */
+  const filesOf = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+      const path = join(dir, entry.name);
+      return entry.isDirectory() ? filesOf(path) : entry.name.endsWith('.js') ? [path] : [];
+    });
+
+  /** A compiled file's code, without the comments TypeScript keeps. */
+  const codeOf = (file: string) => readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+
+  // Jest's CommonJS runtime (a CommonJS app's tests, without --experimental-vm-modules) throws at both.
+  it('has no import() and no import.meta', () => {
+    const esmOnly = filesOf(resolve('dist/lib/cjs')).filter((file) => /\bimport\s*\(|\bimport\.meta\b/.test(codeOf(file)));
+    expect(esmOnly).toEqual([]);
+  });
+
+  it('is marked as CommonJS for Node, inside the root package’s "type": "module"', () => {
+    expect(JSON.parse(readFileSync(resolve('dist/lib/cjs/package.json'), 'utf8'))).toEqual({ type: 'commonjs' });
   });
 });

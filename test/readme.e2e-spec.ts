@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { createScratchDatabase } from '../src/testing/index.js';
 
-const cjsFixture = (path: string) => readFileSync(`test/fixtures/cjs-app/${path}`, 'utf8');
+const cjsFixture = (path: string) => readFileSync(`test/fixtures/nest12-cjs-jest/${path}`, 'utf8');
 
 /** A document's text under a heading, up to the next heading of the same level or above outside a code block. */
 function section(file: string, heading: string): string {
@@ -24,7 +24,7 @@ function codeBlocks(text: string, language: string): string[] {
   );
 }
 
-// The CommonJS fixture is an app of the Nest template's shape; `npm run test:consumers` runs it on the packed package.
+// nest12-cjs-jest is an app of the Nest 12 CommonJS template's shape; `npm run test:consumers` runs it on the packed package.
 describe('the README and the guides, held to what runs', () => {
   it('names every table the migrations create where it tells how to install them', async () => {
     const db = await createScratchDatabase(process.env.DATABASE_URL!, { prefix: 'readme' });
@@ -44,7 +44,7 @@ describe('the README and the guides, held to what runs', () => {
     }
   });
 
-  it('gives the Jest recipe for both configs of the CommonJS template, as the CommonJS fixture applies it', () => {
+  it('gives the Jest recipe for both configs of the Nest 12 CommonJS template, as nest12-cjs-jest applies it', () => {
     const moduleFormat = section('docs/getting-started.md', '## Module format: ESM, and CommonJS apps');
     const [unitRecipe] = codeBlocks(moduleFormat, 'ts');
     const unitConfig = cjsFixture('jest.config.ts').replace(/\s+/g, ' ');
@@ -55,7 +55,7 @@ describe('the README and the guides, held to what runs', () => {
     expect(JSON.parse(cjsFixture('test/jest-e2e.json'))).toMatchObject(JSON.parse(e2eRecipe));
   });
 
-  it('tests a route with the testing kit in code that the CommonJS fixture runs as it is', () => {
+  it('tests a route with the testing kit in code that nest12-cjs-jest runs as it is', () => {
     const [example] = codeBlocks(section('docs/testing.md', '# Testing your routes'), 'ts');
     expect(cjsFixture('test/transfers.kit.e2e-spec.ts')).toContain(example);
   });

@@ -14,6 +14,7 @@ import { type IdempotencyModuleOptions, resolveModuleOptions, type ResolvedModul
 import { IdempotencyReaper } from './idempotency.reaper.js';
 import { NamedStatementsProbe } from './driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
+import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check.js';
 import { IdempotentMessageHandlers } from './messaging/idempotent-message.js';
 import { documentIdempotentRoutes } from './openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from './phases/abandoned-claims.completer.js';
@@ -57,6 +58,7 @@ import { TransactionHost } from './transaction-host.js';
     IdempotentMutationsValidator,
     GraphqlMutationFlow,
     IdempotencySchemaCheck,
+    IdempotencyCompatibilityCheck,
     NamedStatementsProbe,
     IdempotentMessageHandlers,
     LeaseStore,

@@ -4,7 +4,7 @@ import { type DataSource, type EntityManager, type QueryRunner, QueryRunnerAlrea
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { TransactionClosedError } from './idempotency.exceptions.js';
 import { RequestTransaction } from './request-transaction.js';
-import { joinTransactions } from './transaction-join.js';
+import { dataSourceOf, joinTransactions } from './transaction-join.js';
 
 /**
  * The EntityManager of the transaction an idempotent request runs in.
@@ -100,7 +100,7 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   private joinable(dataSource: DataSource): QueryRunner | undefined {
     const manager = this.storage.getStore();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
-    if (!manager || manager === dataSource.manager || manager.dataSource !== dataSource) return undefined;
+    if (!manager || manager === dataSource.manager || dataSourceOf(manager) !== dataSource) return undefined;
     const runner = manager.queryRunner;
     return runner && (isOpen(runner) || connectionLost(runner)) ? runner : undefined;
   }

@@ -1,5 +1,5 @@
 import { Column, DataSource, Entity, PrimaryColumn, type QueryRunner } from 'typeorm';
-import { joinTransactions } from './transaction-join.js';
+import { dataSourceOf, joinTransactions } from './transaction-join.js';
 
 @Entity({ name: 'contract_notes' })
 class ContractNote {
@@ -63,6 +63,13 @@ describe('joining TypeORM paths to the current transaction (contract with TypeOR
     unjoin = joinTransactions(dataSource, () => current);
   });
   afterEach(() => unjoin());
+
+  // TransactionHost joins only the managers of the DataSource it serves: TypeORM 1.x names it `dataSource`, 0.3 `connection`.
+  it('finds the DataSource of the default manager and of a QueryRunner’s', () => {
+    expect(dataSourceOf(dataSource.manager)).toBe(dataSource);
+    expect(dataSourceOf(fakeRunner(dataSource).runner.manager)).toBe(dataSource);
+    expect(dataSourceOf(dataSource.createQueryRunner().manager)).toBe(dataSource);
+  });
 
   it('leaves the default manager without a QueryRunner outside a transaction', () => {
     expect(dataSource.manager.queryRunner).toBeUndefined();

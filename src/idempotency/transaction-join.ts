@@ -21,10 +21,10 @@ const joins = new WeakMap<DataSource, Join>();
  * inside an idempotent request each took a pool connection of its own and
  * committed on its own: a handler that wrote and then threw kept its row.
  *
- * How, in TypeORM 1.1.1 (checked against its compiled code): every operation
- * of an EntityManager, and of every Repository (whose `manager` is an own
- * property set in its constructor, a reference to the manager), runs on the
- * manager's `queryRunner`; on the DataSource's default manager it is unset,
+ * How, in TypeORM 1.1.1 and 0.3.31 (checked against their compiled code; the
+ * join suites run on both): every operation of an EntityManager, and of every
+ * Repository (whose `manager` is an own property set in its constructor, a
+ * reference to the manager), runs on the manager's `queryRunner`; on the DataSource's default manager it is unset,
  * which means a fresh pool connection per operation. So an accessor on that
  * one manager object, returning the caller's QueryRunner, sends all of them
  * into the transaction: repositories of `getRepository()` and
@@ -63,6 +63,15 @@ export function joinTransactions(dataSource: DataSource, joinable: JoinableTrans
     joined.restore();
     joins.delete(dataSource);
   };
+}
+
+/**
+ * The DataSource an EntityManager belongs to: its `dataSource` in TypeORM 1.x,
+ * its `connection` in 0.3, which has no `dataSource` (1.x keeps `connection`
+ * as a deprecated getter).
+ */
+export function dataSourceOf(manager: EntityManager): DataSource {
+  return manager.dataSource ?? (manager as unknown as { connection: DataSource }).connection;
 }
 
 function firstOf(sources: Set<JoinableTransaction>): QueryRunner | undefined {
