@@ -1,5 +1,5 @@
 // Every TypeScript block of README.md and docs/*.md, type-checked against the
-// built package (dist/lib, imported by its name, as an app would import it).
+// built package (dist/lib/esm, imported by its name, as an app would import it).
 //
 //   node docs/check/snippets.mjs      (after npm run build:lib)
 //
@@ -93,7 +93,7 @@ writeFileSync(
   }),
 );
 
-if (!existsSync(join(root, 'dist/lib/src/idempotency/index.d.ts'))) throw new Error('no built package: run `npm run build:lib` first');
+if (!existsSync(join(root, 'dist/lib/esm/src/idempotency/index.d.ts'))) throw new Error('no built package: run `npm run build:lib` first');
 const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(out, 'tsconfig.json'), '--pretty', 'false'], { cwd: root, encoding: 'utf8' });
 for (const line of tsc.stdout.split('\n').filter(Boolean)) {
   const match = /^(.+?)\((\d+),(\d+)\): (.*)$/.exec(line);
