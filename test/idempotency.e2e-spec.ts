@@ -167,6 +167,8 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       if (claim === 'first') ledger.script.push({ delayMs: 800 });
       else ledger.script.push({ commitDelayMs: 800 });
       const { answer: owner } = await inHandler(post('/entries/a1/transfers', key, { label: 'slow' }));
+      // At commit, the owner holds the key only from its slow COMMIT on, a moment after its handler began.
+      if (claim !== 'first') await sleep(100);
       const duplicate = await post('/entries/a1/transfers', key, { label: 'slow' });
       expect(duplicate.status).toBe(409);
       expect(duplicate.headers['retry-after']).toBe('1');
