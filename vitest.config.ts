@@ -28,7 +28,6 @@ export default defineConfig({
   resolve: { alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }] },
   test: {
     globals: true,
-    include: ['src/**/*.spec.ts', 'test/**/*.spec.ts', 'test/**/*.e2e-spec.ts'],
     // The consumer apps are tested against the packed tarball by `npm run test:consumers`.
     exclude: ['**/node_modules/**', 'test/fixtures/**'],
     globalSetup: ['test/support/global-setup.ts'],
@@ -43,7 +42,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
-      { extends: true, test: { name: 'typeorm-1' } },
+      // Each project names its own suites: a project's `include` would add to a shared one, not replace it.
+      { extends: true, test: { name: 'typeorm-1', include: ['src/**/*.spec.ts', 'test/**/*.spec.ts', 'test/**/*.e2e-spec.ts'] } },
       {
         extends: true,
         // Every `import 'typeorm'` Vite resolves: the sources', the tests', and @nestjs/typeorm's, which is inlined for
