@@ -42,7 +42,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
-      // Each project names its own suites: with `extends`, an include of the root's would be joined to a project's.
+      // Each project names its own suites: a project's `include` would add to a shared one, not replace it.
       { extends: true, test: { name: 'typeorm-1', include: ['src/**/*.spec.ts', 'test/**/*.spec.ts', 'test/**/*.e2e-spec.ts'] } },
       {
         extends: true,
