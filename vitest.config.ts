@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
  * devDependency, npm's alias of the latest 0.3).
  */
 const TYPEORM_JOIN_SUITES = [
-  'src/idempotency/transaction-join.spec.ts',
+  'src/idempotency/transactions/transaction-join.spec.ts',
   'src/idempotency/driver/pg-client.contract.spec.ts',
   'test/write-paths.e2e-spec.ts',
   'test/user-code.e2e-spec.ts',

@@ -3,10 +3,10 @@ import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { IdempotencyModule, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
-import { installedVersions } from '../src/idempotency/installed-versions.js';
+import { installedVersions } from '../src/idempotency/module/installed-versions.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
-vi.mock('../src/idempotency/installed-versions.js', { spy: true });
+vi.mock('../src/idempotency/module/installed-versions.js', { spy: true });
 
 /**
  * IdempotencyModule refuses to start where it cannot keep its guarantee: on

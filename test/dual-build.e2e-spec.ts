@@ -56,7 +56,7 @@ describe('an app that loads both builds of the package', () => {
 
   // The startup check reads them as the file it runs in resolves them: ES modules have no require(), CommonJS no import.meta.
   it.each(['esm', 'cjs'] as const)('finds the installed Nest and TypeORM from the %s build', async (format) => {
-    const file = resolve('dist/lib', format, 'src/idempotency/installed-versions.js');
+    const file = resolve('dist/lib', format, 'src/idempotency/module/installed-versions.js');
     const script = `import(${JSON.stringify(pathToFileURL(file).href)}).then((m) => console.log(JSON.stringify(m.installedVersions())))`;
     const { stdout } = await promisify(execFile)(process.execPath, ['-e', script]);
     const versionOf = (name: string) => JSON.parse(readFileSync(resolve('node_modules', name, 'package.json'), 'utf8')).version;

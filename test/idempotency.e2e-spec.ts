@@ -8,8 +8,8 @@ import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { DataSource } from 'typeorm';
-import { FastReplay } from '../src/idempotency/fast-replay.js';
-import { ReplayLikelihood } from '../src/idempotency/replay-likelihood.js';
+import { FastReplay } from '../src/idempotency/flow/fast-replay.js';
+import { ReplayLikelihood } from '../src/idempotency/flow/replay-likelihood.js';
 
 type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 

@@ -40,6 +40,7 @@ export const sidebar = [
     items: [
       { text: 'API reference', link: '/api/' },
       { text: 'Internals', link: '/internals' },
+      { text: 'The code\'s map', link: '/architecture' },
       { text: 'The demo app', link: '/demo' },
     ],
   },

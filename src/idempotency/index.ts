@@ -4,10 +4,10 @@
  *
  * @module nest-idempotency
  */
-export { Idempotent, SkipIdempotency } from './idempotent.decorator.js';
-export { IdempotencyModule } from './idempotency.module.js';
-export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-export { InjectIdempotencyOptions } from './idempotency.tokens.js';
+export { Idempotent, SkipIdempotency } from './http/idempotent.decorator.js';
+export { IdempotencyModule } from './module/idempotency.module.js';
+export { IDEMPOTENCY_MODULE_OPTIONS } from './module/idempotency.module-definition.js';
+export { InjectIdempotencyOptions } from './options/idempotency.tokens.js';
 export type {
   ClaimMode,
   EncryptionOptions,
@@ -15,18 +15,18 @@ export type {
   IdempotentOptions,
   ResolvedModuleOptions as ResolvedIdempotencyOptions,
   StoreErrorIf,
-} from './idempotency.options.js';
-export type { EncryptionKey } from './encryption-keys.js';
-export type { FingerprintFields } from './request-fingerprint.js';
-export { TransactionHost } from './transaction-host.js';
-export { IdempotencyRecord, type IdempotencyRecordStatus } from './idempotency-record.entity.js';
+} from './options/idempotency.options.js';
+export type { EncryptionKey } from './records/encryption-keys.js';
+export type { FingerprintFields } from './fingerprint/request-fingerprint.js';
+export { TransactionHost } from './transactions/transaction-host.js';
+export { IdempotencyRecord, type IdempotencyRecordStatus } from './records/idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
-export { REPLAYED_HEADER } from './recorded-outcome.js';
+export { REPLAYED_HEADER } from './outcome/recorded-outcome.js';
 export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from './graphql/graphql-errors.js';
 export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
 export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
-export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './idempotency.reaper.js';
-export { IDEMPOTENCY_REAPER_INTERVAL } from './reaper-schedule.js';
+export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './reaper/idempotency.reaper.js';
+export { IDEMPOTENCY_REAPER_INTERVAL } from './reaper/reaper-schedule.js';
 export {
   IdempotencyEvents,
   type IdempotencyEvent,
@@ -46,7 +46,7 @@ export {
   type StepTiming,
 } from './events/idempotency-events.js';
 export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
-export type { ReaperOptions } from './idempotency.options.js';
+export type { ReaperOptions } from './options/idempotency.options.js';
 export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
 export { PhasedClaim } from './phases/phased-claim.js';
 export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
@@ -69,7 +69,7 @@ export {
   UnstorableResponseException,
   type ProblemDetails,
   type RecordUndecryptableReason,
-} from './idempotency.exceptions.js';
+} from './errors/idempotency.exceptions.js';
 export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
 export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
 export { OutboxRelay, type OutboxStats } from './outbox/outbox.relay.js';

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { IdempotencyFacade } from './idempotency.facade.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from './idempotency.tokens.js';
+import { IdempotencyFacade } from './http/idempotency.facade.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from './options/idempotency.tokens.js';
 import * as publicApi from './index.js';
 
 const LIBRARY = join(process.cwd(), 'src/idempotency');

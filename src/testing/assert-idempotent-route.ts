@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { REPLAYED_HEADER } from '../idempotency/recorded-outcome.js';
+import { REPLAYED_HEADER } from '../idempotency/outcome/recorded-outcome.js';
 import { type Answer, describe, isReplay, type ListeningApp, RouteProbe } from './route-probe.js';
 
 /** What to check, and how to reach and observe the route. */

@@ -1,5 +1,5 @@
 import { AssertionError } from 'node:assert';
-import { REPLAYED_HEADER } from '../idempotency/recorded-outcome.js';
+import { REPLAYED_HEADER } from '../idempotency/outcome/recorded-outcome.js';
 
 /** A Nest application after `await app.listen(0)`, or anything else that knows its URL. */
 export interface ListeningApp {

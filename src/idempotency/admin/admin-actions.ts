@@ -1,7 +1,7 @@
-import { isLockTimeout } from '../database-errors.js';
+import { isLockTimeout } from '../driver/database-errors.js';
 import { hashKey } from '../events/idempotency-events.js';
-import { operationFailedOutcome } from '../idempotency.exceptions.js';
-import type { OutcomeCodec } from '../outcome-codec.js';
+import { operationFailedOutcome } from '../errors/idempotency.exceptions.js';
+import type { OutcomeCodec } from '../records/outcome-codec.js';
 import type { RecordId, ResumeInfo } from '../records/stored-record.js';
 import { assertVisible } from './admin-access.js';
 import type { AdminDatabase, AdminQuery } from './admin-database.js';

@@ -1,5 +1,5 @@
 import { Body, Controller, Get, Header, HttpCode, Post, Query, Req, type Type, UseFilters, UseGuards } from '@nestjs/common';
-import { IdempotencyFilter } from '../idempotency.filter.js';
+import { IdempotencyFilter } from '../http/idempotency.filter.js';
 import { AdminGuard } from './admin.guard.js';
 import { AdminCallers, eventIdsOf, outboxQueryOf, type Params, reasonOf, recordIdOf, recordQueryOf, unfinishedQueryOf } from './admin-request.js';
 import { IdempotencyAdmin } from './idempotency-admin.js';

@@ -1,6 +1,6 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { IdempotencyProblem } from '../idempotency.exceptions.js';
+import { IdempotencyProblem } from '../errors/idempotency.exceptions.js';
 import { html } from './page/html.js';
 
 /** The page's own routes, stripped from a request's path to find the admin's base. */

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { IdempotencyRecordStatus } from '../idempotency-record.entity.js';
+import type { IdempotencyRecordStatus } from '../records/idempotency-record.entity.js';
 import type { RecordId } from '../records/stored-record.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
 import type { ResolvedAdminOptions } from './admin.options.js';

@@ -1,7 +1,7 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { AddIdempotencyAdminIndexes1764400020000 } from '../../../migrations/1764400020000-AddIdempotencyAdminIndexes.js';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { AdminIndexes } from './admin.statements.js';
 
 /**

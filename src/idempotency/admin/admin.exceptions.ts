@@ -1,5 +1,5 @@
 import { HttpStatus } from '@nestjs/common';
-import { IdempotencyProblem } from '../idempotency.exceptions.js';
+import { IdempotencyProblem } from '../errors/idempotency.exceptions.js';
 
 /** Stable RFC 9457 problem `type` URIs of what the admin refuses. */
 export const AdminProblemType = {

@@ -1,6 +1,6 @@
 import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import type { Observable } from 'rxjs';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 
 /** Lets a request into the admin or not: a guard instance, or the function a guard's `canActivate` would be. */
 export type AdminGuardOption = CanActivate | ((context: ExecutionContext) => boolean | Promise<boolean> | Observable<boolean>);

@@ -1,5 +1,5 @@
-import type { IdempotencyRecordStatus } from '../idempotency-record.entity.js';
-import type { RecordUndecryptableReason } from '../idempotency.exceptions.js';
+import type { IdempotencyRecordStatus } from '../records/idempotency-record.entity.js';
+import type { RecordUndecryptableReason } from '../errors/idempotency.exceptions.js';
 import type { RecordId, ResumeInfo } from '../records/stored-record.js';
 
 /**

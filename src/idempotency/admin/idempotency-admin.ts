@@ -1,7 +1,7 @@
 import { hashKey } from '../events/idempotency-events.js';
 import type { AdminActionEvent } from '../events/idempotency-event.types.js';
-import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
-import type { OutcomeCodec } from '../outcome-codec.js';
+import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.exceptions.js';
+import type { OutcomeCodec } from '../records/outcome-codec.js';
 import type { RecordId } from '../records/stored-record.js';
 import { assertSeesAll, assertVisible, scopesFor } from './admin-access.js';
 import { markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';

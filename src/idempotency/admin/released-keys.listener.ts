@@ -1,7 +1,7 @@
 import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
-import { ReplayCache } from '../replay-cache.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { ReplayCache } from '../flow/replay-cache.js';
 import { RELEASED_CHANNEL } from './admin.statements.js';
 
 /** The part of a node-postgres client the listener uses. */

@@ -2,9 +2,9 @@ import { userInfo } from 'node:os';
 import { DataSource } from 'typeorm';
 import { adminDatabaseOf } from '../admin/admin-database.js';
 import { IdempotencyAdmin } from '../admin/idempotency-admin.js';
-import { type EncryptionKey, masterKeys } from '../encryption-keys.js';
+import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
 import type { AdminActionEvent } from '../events/idempotency-event.types.js';
-import { OutcomeCodec } from '../outcome-codec.js';
+import { OutcomeCodec } from '../records/outcome-codec.js';
 
 /** The module's default retention: what a claim marked failed keeps its failure for, unless it stored its route's own. */
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;

@@ -4,7 +4,7 @@ import { AdminProblemType, AdminRefusedException } from '../admin/admin.exceptio
 import type { IdempotencyAdmin } from '../admin/idempotency-admin.js';
 import type { AdminCaller } from '../admin/admin.types.js';
 import { adminActionLine } from '../events/admin-action-line.js';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
 import { type CliStreams, EVENT_COLUMNS, RECORD_COLUMNS, UNFINISHED_COLUMNS, writePage, writeRecord, writeResult } from './cli-output.js';
 

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 
 /** "prepared statement … does not exist", "prepared statement … already exists": a named statement met another server connection. */
 const LOST_NAMED_STATEMENT = new Set(['26000', '42P05']);

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
-import { RequestTransaction } from '../request-transaction.js';
+import { RequestTransaction } from '../transactions/request-transaction.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 /**

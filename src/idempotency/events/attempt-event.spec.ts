@@ -1,5 +1,5 @@
-import { IdempotencyKeyReusedException } from '../idempotency.exceptions.js';
-import { NO_STEPS } from '../recorded-outcome.js';
+import { IdempotencyKeyReusedException } from '../errors/idempotency.exceptions.js';
+import { NO_STEPS } from '../outcome/recorded-outcome.js';
 import { attemptEvent, HTTP_ERRORS } from './attempt-event.js';
 import { hashKey } from './idempotency-events.js';
 

@@ -1,5 +1,5 @@
 import { HttpException } from '@nestjs/common';
-import { asUnavailable } from '../database-errors.js';
+import { asUnavailable } from '../driver/database-errors.js';
 import {
   IdempotencyDatabaseUnavailableException,
   IdempotencyKeyMalformedException,
@@ -8,8 +8,8 @@ import {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
-} from '../idempotency.exceptions.js';
-import type { FlowEnding } from '../recorded-outcome.js';
+} from '../errors/idempotency.exceptions.js';
+import type { FlowEnding } from '../outcome/recorded-outcome.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { AttemptEvent, AttemptOutcome } from './idempotency-event.types.js';
 import { hashKey } from './idempotency-events.js';

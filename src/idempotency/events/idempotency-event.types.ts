@@ -1,4 +1,4 @@
-import type { RecordUndecryptableReason } from '../idempotency.exceptions.js';
+import type { RecordUndecryptableReason } from '../errors/idempotency.exceptions.js';
 
 // The events' shapes, apart from the service that emits them, so the module
 // options (`onEvent`) and the channels can name them without importing it.

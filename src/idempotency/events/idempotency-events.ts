@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { hash } from 'node:crypto';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import type { RecordId } from '../records/stored-record.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { publishOnChannel } from './idempotency-channels.js';
 import type { IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';
 

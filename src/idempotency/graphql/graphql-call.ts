@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from '../idempotency-key.js';
+import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from '../http/idempotency-key.js';
 import type { GraphqlOutputType, GraphqlSchemaTypes } from './graphql-field-value.js';
 
 /**

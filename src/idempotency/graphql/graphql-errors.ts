@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
-import type { IdempotencyProblem, ProblemDetails } from '../idempotency.exceptions.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
+import type { IdempotencyProblem, ProblemDetails } from '../errors/idempotency.exceptions.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 
 /** What a protected mutation field's errors carry in `extensions`. */
 export interface IdempotencyGraphqlErrorExtensions {

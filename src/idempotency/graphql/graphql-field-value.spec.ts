@@ -1,6 +1,6 @@
 import { GraphQLISODateTime, GraphQLTimestamp } from '@nestjs/graphql';
 import { GraphQLEnumType, GraphQLID, GraphQLInt, GraphQLList, GraphQLNonNull, GraphQLObjectType, GraphQLSchema, GraphQLString, GraphQLUnionType } from 'graphql';
-import { UnstorableResponseException } from '../idempotency.exceptions.js';
+import { UnstorableResponseException } from '../errors/idempotency.exceptions.js';
 import { fieldValueOf, type GraphqlOutputType, recordFieldValue } from './graphql-field-value.js';
 
 const Status = new GraphQLEnumType({ name: 'Status', values: { CREATED: { value: 'created' }, SHIPPED: { value: 'shipped' } } });

@@ -1,6 +1,6 @@
 import { StreamableFile } from '@nestjs/common';
-import { UnstorableResponseException } from '../idempotency.exceptions.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
+import { UnstorableResponseException } from '../errors/idempotency.exceptions.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 
 /**
  * The parts of graphql-js's output types the module reads, told apart by

@@ -1,10 +1,10 @@
 import { type CallHandler, type ExecutionContext, Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { catchError, map, type Observable, throwError } from 'rxjs';
-import type { IdempotentRoute } from '../idempotent-route.js';
-import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException, IdempotencyProblem } from '../idempotency.exceptions.js';
-import type { ParsedIdempotencyKey } from '../idempotency-key.js';
-import { type RecordedOutcome, REPLAYED_HEADER } from '../recorded-outcome.js';
+import type { IdempotentRoute } from '../http/idempotent-route.js';
+import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException, IdempotencyProblem } from '../errors/idempotency.exceptions.js';
+import type { ParsedIdempotencyKey } from '../http/idempotency-key.js';
+import { type RecordedOutcome, REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
 import { type CallKey, type GraphqlCall, graphqlCallOf, isOnlyField, KEY_ARGUMENT, keyOf } from './graphql-call.js';
 import { IdempotencyGraphqlError } from './graphql-errors.js';
 import { fieldValueOf, recordFieldValue } from './graphql-field-value.js';

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { IdempotentRoutes, type IdempotentRoute } from '../idempotent-route.js';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
-import { type IdempotentOptions, mergeRouteOptions } from '../idempotency.options.js';
-import { IDEMPOTENT_ROUTE } from '../idempotency.tokens.js';
-import { type FingerprintFields, fingerprintFieldsOf } from '../request-fingerprint.js';
+import { IdempotentRoutes, type IdempotentRoute } from '../http/idempotent-route.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import { type IdempotentOptions, mergeRouteOptions } from '../options/idempotency.options.js';
+import { IDEMPOTENT_ROUTE } from '../options/idempotency.tokens.js';
+import { type FingerprintFields, fingerprintFieldsOf } from '../fingerprint/request-fingerprint.js';
 import { argumentsOf, type GraphqlCall, MUTATION, RESOLVER_TYPE_METADATA } from './graphql-call.js';
 
 /**

@@ -2,14 +2,14 @@ import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/com
 import type { Observable } from 'rxjs';
 import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
 import { hashKey } from '../events/idempotency-events.js';
-import { parseIdempotencyKey } from '../idempotency-key.js';
-import { IdempotencyRecordUndecryptableException } from '../idempotency.exceptions.js';
-import { IdempotencyFacade } from '../idempotency.facade.js';
+import { parseIdempotencyKey } from '../http/idempotency-key.js';
+import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.exceptions.js';
+import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { OneTransactionSettled, OneTransactionTerms } from '../one-transaction.flow.js';
-import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../recorded-outcome.js';
-import { fingerprintRequest } from '../request-fingerprint.js';
-import { settling } from '../settling.js';
+import type { OneTransactionSettled, OneTransactionTerms } from '../flow/one-transaction.flow.js';
+import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../outcome/recorded-outcome.js';
+import { fingerprintRequest } from '../fingerprint/request-fingerprint.js';
+import { settling } from '../http/settling.js';
 import type { IdempotentMessageHandler } from './idempotent-message.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
 

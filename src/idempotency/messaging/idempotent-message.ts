@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
-import type { ClaimMode, IdempotentOptions, ResolvedModuleOptions } from '../idempotency.options.js';
-import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { MESSAGE_HANDLER_TYPE_METADATA, MESSAGE_PATTERN_METADATA } from '../nest-internals.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import type { ClaimMode, IdempotentOptions, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { MESSAGE_HANDLER_TYPE_METADATA, MESSAGE_PATTERN_METADATA } from '../http/nest-internals.js';
 
 /** The header an outbox event carries its operation identity in. */
 export const OPERATION_ID_HEADER = 'Operation-Id';

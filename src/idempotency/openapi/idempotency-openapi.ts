@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { IdempotencyProblemType } from '../idempotency.exceptions.js';
-import type { IdempotentRoutes } from '../idempotent-route.js';
-import { MAX_KEY_LENGTH } from '../idempotency-key.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import { REPLAYED_HEADER } from '../recorded-outcome.js';
+import { IdempotencyProblemType } from '../errors/idempotency.exceptions.js';
+import type { IdempotentRoutes } from '../http/idempotent-route.js';
+import { MAX_KEY_LENGTH } from '../http/idempotency-key.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
 
 /** The part of @nestjs/swagger this uses; loaded only if the app has it installed. */
 type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiHeader' | 'ApiResponse'>;

@@ -1,5 +1,5 @@
 import { type DynamicModule, Module } from '@nestjs/common';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { Outbox } from './outbox.js';
 import { ConfigurableOutboxModule, OUTBOX_MODULE_OPTIONS } from './outbox.module-definition.js';
 import { type OutboxModuleOptions, resolveOutboxOptions } from './outbox.options.js';

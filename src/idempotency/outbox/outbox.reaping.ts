@@ -1,9 +1,9 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import { IdempotencyReaper, type ReapResult } from '../idempotency.reaper.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { IdempotencyReaper, type ReapResult } from '../reaper/idempotency.reaper.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OUTBOX_REAPER_LOCK, OutboxStatements } from './outbox.store.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';

@@ -1,6 +1,6 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import type { RelayBatchResult } from '../events/idempotency-event.types.js';
 import type { OutboxMessage } from './outbox-publisher.js';

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { CurrentOperation } from '../current-operation.js';
+import { CurrentOperation } from '../transactions/current-operation.js';
 import { hashKey } from '../events/idempotency-events.js';
-import { TransactionHost } from '../transaction-host.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OutboxStatements } from './outbox.store.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';

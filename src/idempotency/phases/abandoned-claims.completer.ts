@@ -1,13 +1,13 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hashKey, IdempotencyEvents, type LeaseExpiredEvent } from '../events/idempotency-events.js';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
-import { operationFailedOutcome } from '../idempotency.exceptions.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { operationFailedOutcome } from '../errors/idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type AbandonedRow, LeaseStatements } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { TransactionHost } from '../transaction-host.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';

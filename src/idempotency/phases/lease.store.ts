@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { type LeaseClaimRow, LeaseStatements, type Statement, type TakenOverRow } from '../records/record.statements.js';
 import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
-import { OutcomeCodec } from '../outcome-codec.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
-import { TransactionHost } from '../transaction-host.js';
+import { OutcomeCodec } from '../records/outcome-codec.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
 
 /** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
 export interface Queryable {

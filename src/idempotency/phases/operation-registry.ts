@@ -1,6 +1,6 @@
 import { Injectable, type Type } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { operationName, PHASED_OPERATION, type PhasedOperation } from './phased-operation.js';
 
 /** Every `@PhasedOperation()` provider of the app, by name. */

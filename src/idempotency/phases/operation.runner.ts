@@ -1,12 +1,12 @@
 import { HttpException, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { StepTiming } from '../events/idempotency-events.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { IdempotencyDataSource } from '../idempotency-data-source.js';
-import { captureError, successOutcome } from '../outcome-capture.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
-import { TransactionHost } from '../transaction-host.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { captureError, successOutcome } from '../outcome/outcome-capture.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
 import type { ResumeInfo } from '../records/stored-record.js';
 import { LeaseStore } from './lease.store.js';
 import type { PhasedOperation } from './phased-operation.js';

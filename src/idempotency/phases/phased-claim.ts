@@ -1,5 +1,5 @@
 import { createParamDecorator, type ExecutionContext, type Type } from '@nestjs/common';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { PhasedOperation } from './phased-operation.js';
 
 export const PHASED_CLAIM = Symbol('idempotency:phased-claim');

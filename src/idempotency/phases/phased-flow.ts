@@ -4,26 +4,44 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lastValueFrom } from 'rxjs';
-import type { IdempotentRoute } from '../idempotent-route.js';
 import {
   IdempotencyConfigurationError,
   IdempotencyKeyReusedException,
   IdempotencyOperationUnfinishedException,
   IdempotencyRequestInProgressException,
   operationFailedOutcome,
-} from '../idempotency.exceptions.js';
-import type { ResolvedModuleOptions } from '../idempotency.options.js';
+} from '../errors/idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import type { OutcomeRecord, RecordId } from '../records/stored-record.js';
-import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../idempotency.tokens.js';
-import { captureError, captureSuccess } from '../outcome-capture.js';
-import type { FlowEnding, FlowSteps, RecordedOutcome, Settled } from '../recorded-outcome.js';
-import { isLockTimeout } from '../database-errors.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { captureError, captureSuccess } from '../outcome/outcome-capture.js';
+import type { FlowEnding, FlowSteps, RecordedOutcome, Settled } from '../outcome/recorded-outcome.js';
+import { isLockTimeout } from '../driver/database-errors.js';
 import { type LeasedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner, type RunEnding } from './operation.runner.js';
 import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership } from './phases.js';
+
+/**
+ * The settings of a route that the phased flow reads. The edge hands its
+ * route over (`IdempotentRoute` in http/ has all of these), so that the flow
+ * imports nothing from the edge.
+ */
+export interface PhasedRoute {
+  operation: string;
+  retention: number;
+  wait: number;
+  /** The lease of the route's claims, in ms: set, as the route is phased. */
+  lease: number | undefined;
+  retryAfterSeconds: number;
+  /** The status a success answers with, and the headers it records. */
+  successStatus: number;
+  replayHeaders: readonly string[];
+  /** The 4xx statuses recorded as the operation's outcome. */
+  storeErrors: ReadonlySet<number>;
+}
 
 /**
  * Between polls of a waiting duplicate: the first after 50 ms, growing to
@@ -55,7 +73,7 @@ export class PhasedFlow {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async execute(id: RecordId, fingerprint: string, route: IdempotentRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
+  async execute(id: RecordId, fingerprint: string, route: PhasedRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
     const steps: FlowSteps = { collided: false, timeline: {} };
     try {
       return { steps, settled: await this.settleRequest(id, fingerprint, route, next, request, response, steps) };
@@ -68,7 +86,7 @@ export class PhasedFlow {
   private async settleRequest(
     id: RecordId,
     fingerprint: string,
-    route: IdempotentRoute,
+    route: PhasedRoute,
     next: CallHandler,
     request: Record<symbol, unknown>,
     response: unknown,
@@ -128,7 +146,7 @@ export class PhasedFlow {
   }
 
   /** Stores the input with the claim, then runs the operation to its ending. */
-  private async start<I, O>(operation: Type<PhasedOperation<I, O>>, input: I, route: IdempotentRoute, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
+  private async start<I, O>(operation: Type<PhasedOperation<I, O>>, input: I, route: PhasedRoute, ownership: Omit<Ownership, 'signal'>): Promise<RunEnding> {
     const instance = this.operations.instanceOf(operation) as PhasedOperation<unknown, unknown>;
     const resume = await this.leases.saveResume(ownership.id, ownership.owner, {
       operation: operationName(operation),
@@ -147,7 +165,7 @@ export class PhasedFlow {
    * resumes it, or the completer does), so the client is told to retry the
    * same key.
    */
-  private settle(ending: RunEnding, handled: { result: unknown } | { error: unknown }, route: IdempotentRoute): Settled {
+  private settle(ending: RunEnding, handled: { result: unknown } | { error: unknown }, route: PhasedRoute): Settled {
     if (ending.kind === 'lost') throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
     if (ending.kind === 'unfinished') {
       throw new IdempotencyOperationUnfinishedException(route.retryAfterSeconds, ending.error instanceof HttpException ? ending.error.message : undefined);
@@ -163,7 +181,7 @@ export class PhasedFlow {
     return { outcome: ending.outcome, replayed: false };
   }
 
-  private async record(record: OutcomeRecord, owner: string, outcome: RecordedOutcome, route: IdempotentRoute, steps: FlowSteps): Promise<Settled> {
+  private async record(record: OutcomeRecord, owner: string, outcome: RecordedOutcome, route: PhasedRoute, steps: FlowSteps): Promise<Settled> {
     const commitStarted = performance.now();
     const finished = await this.leases.finish(record, owner, outcome, route.retention).finally(() => {
       steps.timeline.commit = { start: commitStarted, end: performance.now() };
@@ -181,7 +199,7 @@ export class PhasedFlow {
   private async claimOrWait(
     id: RecordId,
     fingerprint: string,
-    route: IdempotentRoute,
+    route: PhasedRoute,
     owner: string,
     steps: FlowSteps,
   ): Promise<{ outcome: RecordedOutcome; expiresAt: Date; databaseNow: Date } | Extract<LeasedClaim, { claimed: true }>> {

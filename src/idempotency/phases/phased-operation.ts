@@ -1,5 +1,5 @@
 import { Injectable, SetMetadata } from '@nestjs/common';
-import { IdempotencyConfigurationError } from '../idempotency.exceptions.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { Phases } from './phases.js';
 
 export const PHASED_OPERATION = 'idempotency:phased-operation';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { CurrentOperation } from '../current-operation.js';
+import { CurrentOperation } from '../transactions/current-operation.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { TransactionHost } from '../transaction-host.js';
+import type { TransactionHost } from '../transactions/transaction-host.js';
 import type { LeaseStore } from './lease.store.js';
 
 /** The claim was taken over by another owner: this one must stop without writing. */

@@ -1,5 +1,5 @@
-import type { IdempotencyRecordStatus } from '../idempotency-record.entity.js';
-import type { RecordedOutcome } from '../recorded-outcome.js';
+import type { IdempotencyRecordStatus } from './idempotency-record.entity.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 
 /** What makes a key unique: the tenant scope, the operation and the key itself. */
 export interface RecordId {

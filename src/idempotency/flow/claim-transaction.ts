@@ -1,0 +1,112 @@
+import { Logger } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { type PgClient, PgClientDriver } from '../driver/pg-client.driver.js';
+import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from '../driver/transaction-driver.js';
+import { TypeOrmDriver } from '../driver/typeorm.driver.js';
+import type { ClaimDriverName } from '../options/idempotency.options.js';
+import type { PreparedStatement } from '../records/record.statements.js';
+
+/** How the module's statements go to the server. */
+interface ClaimTransactionOptions {
+  /** Which driver; `pg` falls back to `typeorm` on a connection without the internals it relies on. */
+  claimDriver: ClaimDriverName;
+  /** Named prepared statements (the pg driver); off, each is sent unnamed and parsed each time. */
+  preparedStatements: boolean;
+}
+
+/** Warned once per process: every connection of a pool is alike. */
+let warnedFallback = false;
+
+/**
+ * The claim's transaction, on one connection held to the end: BEGIN with the
+ * claim, the handler's writes, the outcome with COMMIT. A `TransactionDriver`
+ * carries it to the database: on the runner's pg client by default
+ * (pipelined where the connection is), through TypeORM's public API
+ * otherwise. Either way, business writes through `runner.manager` join it.
+ */
+export class ClaimTransaction {
+  private isOpen = false;
+
+  private constructor(private readonly driver: TransactionDriver) {}
+
+  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together where the connection allows, and answers their results. */
+  static async begin(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<{ transaction: ClaimTransaction; results: StatementResult<unknown>[] }> {
+    return ClaimTransaction.start(runner, options, async (driver) => valuesOf(await driver.begin<unknown>(statements))).then(([transaction, results]) => ({ transaction, results }));
+  }
+
+  /**
+   * Begins a READ COMMITTED transaction with `statements` whose answers
+   * nobody reads: on a pipelined connection they go out with the caller's
+   * next statement, and a failure among them throws from `commitWith()`.
+   */
+  static async open(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<ClaimTransaction> {
+    const [transaction] = await ClaimTransaction.start(runner, options, (driver) => driver.open(statements));
+    return transaction;
+  }
+
+  /** A transaction on the runner's connection, opened by `opening`; rolled back when that throws. */
+  private static async start<T>(runner: QueryRunner, options: ClaimTransactionOptions, opening: (driver: TransactionDriver) => Promise<T>): Promise<[ClaimTransaction, T]> {
+    const transaction = new ClaimTransaction(await driverFor(runner, options));
+    transaction.isOpen = true;
+    try {
+      return [transaction, await opening(transaction.driver)];
+    } catch (error) {
+      await transaction.rollback();
+      throw error;
+    }
+  }
+
+  query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    return this.driver.query<Row>(statement);
+  }
+
+  /** Runs statements sent together where the connection allows; throws the first failure. */
+  async queryTogether(...statements: TransactionStatement[]): Promise<StatementResult<unknown>[]> {
+    return valuesOf(await this.driver.queryTogether<unknown>(statements));
+  }
+
+  /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
+  async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
+    this.isOpen = false;
+    return this.driver.commit<Row>(statement);
+  }
+
+  /** Open until COMMIT or ROLLBACK is sent. */
+  get open(): boolean {
+    return this.isOpen;
+  }
+
+  get pipelined(): boolean {
+    return this.driver.pipelined;
+  }
+
+  enqueue(sql: string): Promise<unknown> {
+    return this.driver.enqueue(sql);
+  }
+
+  /** Rolls back if still open; a broken connection is left for the pool to discard. */
+  async rollback(): Promise<void> {
+    if (!this.isOpen) return;
+    this.isOpen = false;
+    await this.driver.rollback();
+  }
+}
+
+/** The results of statements that all succeeded; else throws the first failure. */
+function valuesOf<Row>(settled: Array<PromiseSettledResult<StatementResult<Row>>>): StatementResult<Row>[] {
+  throwFirstFailure(settled);
+  return settled.map((result) => (result as PromiseFulfilledResult<StatementResult<Row>>).value);
+}
+
+/** The pg driver where asked for and the connection has what it relies on; TypeORM's public API otherwise. */
+async function driverFor(runner: QueryRunner, options: ClaimTransactionOptions): Promise<TransactionDriver> {
+  if (options.claimDriver === 'typeorm') return new TypeOrmDriver(runner);
+  const client: unknown = await runner.connect();
+  const unfit = PgClientDriver.unfitFor(runner, client);
+  if (!unfit) return new PgClientDriver(runner, client as PgClient, options);
+  if (!warnedFallback) {
+    warnedFallback = true;
+    new Logger('Idempotency').warn(`The claim's transaction goes through TypeORM's QueryRunner API (claimDriver: 'typeorm'): ${unfit}.`);
+  }
+  return new TypeOrmDriver(runner);
+}

@@ -1,0 +1,65 @@
+import { Inject, Injectable } from '@nestjs/common';
+import DataLoader from 'dataloader';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { type FoundLiveRow, IdempotencyStatements, type LiveRecordRow } from '../records/record.statements.js';
+import { hasOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
+import { OutcomeCodec } from '../records/outcome-codec.js';
+import { replayable, type Settled } from '../outcome/recorded-outcome.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
+import { poolReadOf } from '../driver/pool-reader.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
+
+/** The most keys one look-up statement asks for. */
+const MAX_KEYS_PER_LOOK_UP = 100;
+
+/**
+ * The fast replay: for an operation whose keys are likely replayed, one read
+ * by primary key from the pool, outside any transaction. Otherwise no
+ * look-up first: a claim costs the first execution nothing extra, and it
+ * finds a held key itself.
+ *
+ * The reads of requests that arrive together go as one statement: each
+ * waits for the end of the event loop's current turn (`setImmediate`), by
+ * which time every request that turn delivered has asked. Under load, one
+ * statement and one round trip then serve many replays; alone, a read waits
+ * for nothing but the rest of its own turn.
+ */
+@Injectable()
+export class FastReplay {
+  constructor(
+    private readonly replays: ReplayLikelihood,
+    private readonly outcomes: OutcomeCodec,
+    private readonly transactions: TransactionHost,
+    private readonly served: IdempotencyDataSource,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  private lookUps?: DataLoader<RecordId, LiveRecordRow | undefined>;
+
+  /** The live record's outcome, if the key is likely replayed and has one. */
+  async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
+    if (!this.options.readFirst || !this.replays.likely(id.operation)) return undefined;
+    const row = await (this.lookUps ??= this.batchedLookUps()).load(id);
+    this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
+    if (!row) return undefined;
+    const record = toStoredRecord(row, id, this.outcomes);
+    if (!record.outcome) return undefined;
+    return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
+  }
+
+  /** Built on first use: the DataSource is initialised by then. */
+  private batchedLookUps(): DataLoader<RecordId, LiveRecordRow | undefined> {
+    const read = poolReadOf(this.served.dataSource, this.options);
+    const lookUp = async (ids: readonly RecordId[]): Promise<Array<LiveRecordRow | undefined>> => {
+      // Outside any transaction: where the read falls back to dataSource.query(), that would join the current one.
+      const rows = await this.transactions.outside(() => read<FoundLiveRow>(IdempotencyStatements.findLive(ids)));
+      const found = ids.map((): LiveRecordRow | undefined => undefined);
+      for (const row of rows) found[row.i - 1] = row;
+      return found;
+    };
+    // No memo: a record must be read after it was asked for, never served from an earlier read.
+    return new DataLoader(lookUp, { cache: false, maxBatchSize: MAX_KEYS_PER_LOOK_UP, batchScheduleFn: (send) => setImmediate(send) });
+  }
+}

@@ -1,0 +1,346 @@
+import { type CallHandler, type HttpException, Inject, Injectable } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import { lastValueFrom } from 'rxjs';
+import type { QueryRunner } from 'typeorm';
+import { ClaimTransaction } from './claim-transaction.js';
+import { CurrentOperation } from '../transactions/current-operation.js';
+import { isKeyHeldAtCommit, isLockTimeout } from '../driver/database-errors.js';
+import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import type { ClaimMode, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type RecordedAtCommitRow } from '../records/record.statements.js';
+import { type RecordId, toStoredRecord } from '../records/stored-record.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { captureError } from '../outcome/outcome-capture.js';
+import { OutcomeCodec } from '../records/outcome-codec.js';
+import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from '../outcome/recorded-outcome.js';
+import { ReplayLikelihood } from './replay-likelihood.js';
+import { RequestTransaction } from '../transactions/request-transaction.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
+
+const SAVEPOINT_NAME = 'idempotency_claim';
+const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
+
+/** What the caller decides about one call of the flow: an HTTP route, a GraphQL field, a message handler. */
+export interface OneTransactionTerms {
+  retention: number;
+  wait: number;
+  /** When the key is claimed; the module's `claim` when absent. */
+  claim?: ClaimMode;
+  /** The outcome to record for the handler's result. */
+  capture(result: unknown): RecordedOutcome;
+  /**
+   * A failure to record as the outcome, its writes undone back to a
+   * savepoint taken before the handler ran. Absent, every failure rolls back.
+   */
+  storesError?(error: unknown): error is HttpException;
+  /** The error for a key still held by an owner in flight. */
+  inProgress(): Error;
+  /** The error for a key recorded for a different request; the module's 422 by default. */
+  reused?(): Error;
+  /**
+   * Puts back the response's status and headers as the handler found them:
+   * claimed at commit, a handler that ran may lose to the winner, and then
+   * nothing it set on the response is sent.
+   */
+  restoreResponse?(): void;
+}
+
+/** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
+export type OneTransactionSettled = Settled & { result?: unknown };
+
+/**
+ * The one-transaction flow: the claim of the key, the handler's writes and
+ * the outcome commit together, before a byte is sent. It returns what it
+ * settled on, or the error to answer, with its steps.
+ *
+ * The completed record is inserted by one statement sent with COMMIT, in
+ * either mode. Claimed first (`guard`), BEGIN goes out with the key's
+ * advisory lock and a read of its record: a live record replays (or answers
+ * 422) and the handler never runs; a duplicate whose owner is in flight
+ * waits on the lock, then reads what it committed. Claimed at commit,
+ * nothing comes before the handler: a duplicate that ran meanwhile finds the
+ * key held at its insert, rolls everything back, and replays.
+ */
+@Injectable()
+export class OneTransactionFlow {
+  constructor(
+    private readonly transactions: TransactionHost,
+    private readonly served: IdempotencyDataSource,
+    private readonly outcomes: OutcomeCodec,
+    private readonly events: IdempotencyEvents,
+    private readonly replays: ReplayLikelihood,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
+    const first = this.claimsFirst(terms);
+    const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
+    const runner = this.served.dataSource.createQueryRunner();
+    let transaction: ClaimTransaction | undefined;
+    try {
+      if (!first) {
+        transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
+        return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, undefined);
+      }
+      const guarded = await this.guard(runner, steps, id, fingerprint, terms);
+      if ('settled' in guarded) return { steps, settled: guarded.settled };
+      transaction = guarded.transaction;
+      return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, guarded.expiresAt);
+    } catch (error) {
+      await transaction?.rollback();
+      terms.restoreResponse?.();
+      return { steps, error };
+    } finally {
+      await runner.release();
+    }
+  }
+
+  private claimsFirst(terms: OneTransactionTerms): boolean {
+    return (terms.claim ?? this.options.claim) === 'first';
+  }
+
+  /**
+   * Claims the key first: BEGIN with its advisory lock, then a read of its
+   * record in a statement of its own (a snapshot taken once the lock is
+   * held), in one write where the connection is pipelined. The lock held and
+   * no live record: the key is this request's, with the transaction open and
+   * the expiry its record will get. A live record: its replay, or 422, and
+   * nothing runs. The lock held by an owner in flight: wait for it up to
+   * `wait` (409 after), then read again: its outcome, or the key, if it
+   * rolled back.
+   */
+  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date } | { settled: Settled }> {
+    const started = performance.now();
+    const lock = IdempotencyStatements.tryLock(id);
+    const read = IdempotencyStatements.readRecord(id);
+    // The savepoint rides along; it is only ever rolled back to once the key is this request's.
+    const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, lock, read, ...this.savepoint(terms)));
+    const { transaction } = begun;
+    try {
+      const [{ locked, database_now }] = begun.results[0].rows as Array<{ locked: boolean; database_now: Date }>;
+      let [holder] = begun.results[1].rows as LiveRecordRow[];
+      if (!locked) {
+        steps.collided = true;
+        const waited = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, transaction.queryTogether(IdempotencyStatements.waitForLock(id, terms.wait), read)));
+        [holder] = waited[1].rows as LiveRecordRow[];
+      }
+      this.replays.observe(id.operation, holder !== undefined);
+      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention) };
+      await transaction.rollback();
+      return { settled: this.replayOf(holder, id, fingerprint, terms) };
+    } catch (error) {
+      await transaction.rollback();
+      throw error;
+    }
+  }
+
+  /**
+   * Runs the handler on the open transaction, then records its outcome with
+   * COMMIT. Claimed first (`expiresAt` known), a failure is the handler's
+   * own: nobody else ran. Claimed at commit, it may have lost to a duplicate
+   * (`afterFailure`), and the record's insert may find the key held: then
+   * everything rolled back, and it replays the winner.
+   */
+  private async runAndRecord(
+    transaction: ClaimTransaction,
+    runner: QueryRunner,
+    steps: FlowSteps,
+    id: RecordId,
+    fingerprint: string,
+    terms: OneTransactionTerms,
+    next: CallHandler,
+    expiresAt: Date | undefined,
+  ): Promise<FlowEnding<OneTransactionSettled>> {
+    let handled: Handled;
+    try {
+      handled = await this.runHandler(transaction, runner, id, terms, next, steps);
+    } catch (error) {
+      await transaction.rollback();
+      if (expiresAt) return { steps, error };
+      const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
+      if ('settled' in ending) terms.restoreResponse?.();
+      return { steps, ...ending };
+    }
+    // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
+    const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
+    const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
+    const committed = await this.commitRecord(transaction, id, terms, steps, record);
+    if (!committed) {
+      terms.restoreResponse?.();
+      return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
+    }
+    const [row] = committed.rows;
+    if (row.took_over) steps.tookOver = 'expired';
+    return { steps, settled: executed(handled, row) };
+  }
+
+  /**
+   * Sends the record with COMMIT, in one write where the connection is
+   * pipelined; claimed at commit, it is the claim too, and timed as both.
+   * Undefined when the key was held, and so nothing committed; 409 when its
+   * owner outlasted `wait`.
+   */
+  private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
+    const started = performance.now();
+    try {
+      const committed = await transaction.commitWith<RecordedAtCommitRow>(record);
+      this.replays.observe(id.operation, false);
+      return committed;
+    } catch (error) {
+      if (isKeyHeldAtCommit(error)) {
+        this.replays.observe(id.operation, true);
+        return undefined;
+      }
+      if (isLockTimeout(error)) {
+        steps.collided = true;
+        throw terms.inProgress();
+      }
+      this.commitFailed(id, error);
+      throw error;
+    } finally {
+      const ended = performance.now();
+      steps.timeline.commit = { start: started, end: ended };
+      // Claimed at commit, this statement is the claim too.
+      if (steps.claimed === 'at-commit') {
+        steps.claimMs = ended - started;
+        steps.timeline.claim = steps.timeline.commit;
+      }
+    }
+  }
+
+  /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
+  private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
+    const { text, values } = IdempotencyStatements.readRecord(id);
+    const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
+    return this.replayOf(holder, id, fingerprint, terms);
+  }
+
+  /**
+   * A handler that failed with no claim in front of it may have lost to a
+   * duplicate: on the winner's rows (a unique violation, a deadlock) or just
+   * alongside it. The claim, in a transaction of its own and rolled back,
+   * waits for an owner in flight like a claim first would: a key held by a
+   * live record replays it, whatever this request's own failure was; a free
+   * key, or a claim that cannot run (the connection lost), answers that
+   * failure; an owner still in flight, 409. A handler that would not wait on
+   * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, as
+   * without the module: the claim would wait on the winner for it.
+   */
+  private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+    if (isLockTimeout(failure)) return { error: failure };
+    const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
+    let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
+    try {
+      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, claim));
+    } catch (error) {
+      if (steps.collided) throw error; // the owner is still in flight: 409
+      return { error: failure };
+    }
+    try {
+      const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.results[0].rows[0] as ClaimRow, terms, steps);
+      return held ? { settled: held } : { error: failure };
+    } finally {
+      await probe.transaction.rollback();
+    }
+  }
+
+  /** What a key-taking statement found: undefined when it took the key (the caller's to use or give up), else the holder's outcome to replay. */
+  private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
+    this.replays.observe(id.operation, !row.claimed);
+    if (row.claimed) return undefined;
+    if (row.fingerprint == null) steps.collided = true;
+    return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
+  }
+
+  /** A lock wait on the key that outlasted `wait` means an owner is still in flight. */
+  private inProgressOnLockTimeout<T>(steps: FlowSteps, terms: OneTransactionTerms, statement: Promise<T>): Promise<T> {
+    return statement.catch((error: unknown) => {
+      if (!isLockTimeout(error)) throw error;
+      steps.collided = true;
+      throw terms.inProgress();
+    });
+  }
+
+  private timed<T>(steps: FlowSteps, started: number, statement: Promise<T>): Promise<T> {
+    return statement.finally(() => {
+      const ended = performance.now();
+      steps.claimMs = ended - started;
+      steps.timeline.claim = { start: started, end: ended };
+    });
+  }
+
+  private commitFailed(id: RecordId, error: unknown): void {
+    this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: (error as Error).message });
+  }
+
+  /** The savepoint a stored failure rolls back to: sent with the claim, or with BEGIN when the claim comes at commit. */
+  private savepoint(terms: OneTransactionTerms): string[] {
+    return terms.storesError ? [SAVEPOINT] : [];
+  }
+
+  /**
+   * The key is held. A live record the claim's snapshot could see was
+   * committed before it; none means an owner committed while the claim
+   * waited on its row (a first execution, or a takeover of an expired
+   * record), and a fresh read finds what it recorded. Neither read returns an
+   * expired record: nothing replays, nor answers 422, from one.
+   */
+  private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
+    const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
+    await transaction.rollback();
+    return this.replayOf(holder as LiveRecordRow | undefined, id, fingerprint, terms);
+  }
+
+  /** The holder's outcome as the answer: 422 for another request's, 409 while it has none. */
+  private replayOf(holder: LiveRecordRow | undefined, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Settled {
+    // An outcome that does not decrypt throws here: it is not replayed, and the claim took nothing over.
+    const record = holder && toStoredRecord(holder, id, this.outcomes);
+    if (!holder || !record?.outcome) throw terms.inProgress();
+    return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
+  }
+
+  /**
+   * Runs the handler with the claim's transaction as the current one. A
+   * failure the terms store undoes the handler's writes only (back to the
+   * savepoint) and becomes the recorded outcome.
+   */
+  private async runHandler(
+    transaction: ClaimTransaction,
+    runner: QueryRunner,
+    id: RecordId,
+    terms: OneTransactionTerms,
+    next: CallHandler,
+    steps: FlowSteps,
+  ): Promise<Handled> {
+    const started = performance.now();
+    try {
+      const joined = RequestTransaction.install(runner, transaction);
+      const { manager } = runner;
+      // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
+      const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
+      // next.handle() binds the async context, so it is called inside run().
+      const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+      const result = await CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }).finally(() => joined.drain());
+      return { outcome: terms.capture(result), result };
+    } catch (error) {
+      if (!terms.storesError?.(error)) throw error;
+      await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
+      return { outcome: captureError(error) };
+    } finally {
+      steps.handlerMs = performance.now() - started;
+      steps.timeline.handler = { start: started, end: performance.now() };
+    }
+  }
+}
+
+/** What the handler left to record: its outcome, and its own value when it succeeded. */
+interface Handled {
+  outcome: RecordedOutcome;
+  result?: unknown;
+}
+
+/** Settled on the handler's own outcome, as the key-taking statement's row dates it. */
+function executed({ outcome, result }: Handled, row: RecordedAtCommitRow): OneTransactionSettled {
+  return { outcome, result, replayed: false, expiresAt: row.expires_at, databaseNow: row.database_now };
+}

@@ -1,0 +1,149 @@
+import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import type { Observable } from 'rxjs';
+import { attemptEvent, HTTP_ERRORS, unavailableOr } from '../events/attempt-event.js';
+import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
+import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from '../errors/idempotency.exceptions.js';
+import { IdempotencyFacade } from './idempotency.facade.js';
+import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.interceptor.js';
+import type { RecordId } from '../records/stored-record.js';
+import type { CachedRequest } from '../flow/replay-cache.js';
+import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
+import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
+import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
+import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from '../outcome/recorded-outcome.js';
+import { ResponseGuard } from '../outcome/response-guard.js';
+import { andThen, settling } from './settling.js';
+
+/** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
+const entered = new WeakSet<object>();
+
+/**
+ * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the
+ * key, answer from the cache or the fast read, else hand the request to its
+ * flow (one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
+ * attempt event of the request, send. A message handler's call (`rpc`) goes
+ * to `IdempotentMessageInterceptor`: one interceptor bound per handler, as
+ * each one bound costs every request a layer of Nest's interceptor chain.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  private readonly messages: IdempotentMessageInterceptor;
+
+  constructor(private readonly idempotency: IdempotencyFacade) {
+    this.messages = new IdempotentMessageInterceptor(idempotency);
+  }
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() === 'rpc') return this.messages.intercept(context, next);
+    if (context.getType<string>() === 'graphql') return this.idempotency.mutations.intercept(context, next, (key, route, call) => settling(() => this.attempt(key, route, call, undefined, next)));
+    const route = context.getType() === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
+    if (!route) return next.handle();
+    const http = context.switchToHttp();
+    const request = http.getRequest();
+    // A class-level and a handler's own @Idempotent() each bind the interceptor: the outer one runs the flow.
+    if (entered.has(request)) return next.handle();
+    entered.add(request);
+    const key = parseIdempotencyKey(headerValues(request, route.headerName));
+    if (key.kind === 'missing' && !route.required) return next.handle();
+    const response = http.getResponse();
+    return settling(() => andThen(this.attempt(key, route, request, response, next), (settled) => this.send(settled, route, response)));
+  }
+
+  /**
+   * Settles one request (or GraphQL field), and emits its attempt event once
+   * it has. A replay from the cache settles at once; anything else, once its
+   * flow has ended.
+   */
+  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Settled | Promise<Settled> {
+    const start = performance.now();
+    let id: RecordId | undefined;
+    let ending: FlowEnding | Promise<FlowEnding>;
+    try {
+      if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
+      if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
+      id = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
+      ending = this.dispatch(id, route, request, response, next);
+    } catch (error) {
+      ending = { steps: NO_STEPS, error };
+    }
+    if (!(ending instanceof Promise)) return this.concluded(route, id, ending, start);
+    return ending.then(
+      (flowEnding) => this.concluded(route, id, flowEnding, start),
+      (error: unknown) => this.concluded(route, id, { steps: NO_STEPS, error }, start),
+    );
+  }
+
+  /** Emits the attempt event of an ended flow; returns what it settled on, or throws the error it answers with. */
+  private concluded(route: IdempotentRoute, id: RecordId | undefined, ending: FlowEnding, start: number): Settled {
+    const error = ending.settled ? undefined : unavailableOr(ending.error);
+    this.idempotency.events.emit(attemptEvent(route.operation, id, ending, error, HTTP_ERRORS, start));
+    if (ending.settled) return ending.settled;
+    throw error;
+  }
+
+  /**
+   * A replay from the cache, at once; else the fast read or the route's flow.
+   * An HTTP body no parser has read yet is read first (see request-body.ts).
+   */
+  private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
+    const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
+    if (body === 'hidden') refuseHiddenBody(route.operation);
+    if (body === 'unread') {
+      return readUnreadBody(request, route.maxBodyBytes)
+        .then((bytes) => bodyValueOf(bytes, request.headers))
+        .then((value) => this.dispatchFields(id, route, fingerprintedFields(route, request, { body: value }), request, response, next));
+    }
+    return this.dispatchFields(id, route, fingerprintedFields(route, request), request, response, next);
+  }
+
+  private dispatchFields(id: RecordId, route: IdempotentRoute, fields: unknown, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
+    // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
+    const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
+    const cached = this.idempotency.cache.get(id);
+    // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
+    if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
+    const fingerprint = fingerprintOf(route, fields);
+    if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
+    return this.uncached(id, { fingerprint, fieldsJson }, route, request, response, next);
+  }
+
+  /** The fast read, else the route's flow; what it settles on is cached. */
+  private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+    const { cache, fast } = this.idempotency;
+    const { fingerprint } = fingerprints;
+    const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
+    const found = await fast.find(id, fingerprint);
+    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next);
+    const { settled } = ending;
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    return ending;
+  }
+
+  /**
+   * Runs the route's flow, with an HTTP response held while it does: what
+   * the handler writes to it itself is held back, and answered with a 500
+   * problem, since nothing may leave before the transaction has ended.
+   */
+  private async run(id: RecordId, fingerprint: string, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+    const { phased, oneTransaction, adapterHost } = this.idempotency;
+    const guard = response === undefined ? undefined : ResponseGuard.hold(response);
+    try {
+      return route.lease
+        ? await phased.execute(id, fingerprint, route, next, request, response)
+        : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard), next);
+    } finally {
+      guard?.release();
+    }
+  }
+
+  /** Answers with an outcome: on the normal path for the route's status, through the filter otherwise. */
+  private send({ outcome, replayed }: Settled, route: IdempotentRoute, response: unknown): string | undefined {
+    if (outcome.status !== route.successStatus) throw new RecordedOutcomeResponse(outcome, replayed);
+    const adapter = this.idempotency.adapterHost.httpAdapter;
+    // The route's status, whatever a handler that ran and lost (claimed at commit) set on this response.
+    adapter.status(response, outcome.status);
+    applyOutcomeHeaders(adapter, response, outcome, replayed);
+    return outcome.body ?? undefined;
+  }
+}

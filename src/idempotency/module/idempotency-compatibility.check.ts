@@ -1,0 +1,110 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import type { DataSource, ObjectLiteral, SelectQueryBuilder } from 'typeorm';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import { installedVersions, satisfies, SUPPORTED_PEERS, type SupportedPeer } from './installed-versions.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
+
+const BACKEND = 'SELECT pg_backend_pid() AS pid';
+/** How long a statement may take: one that waits for a pool connection of its own (which a pool of one never frees while the check holds its connection) did not join. */
+const PATH_TIMEOUT_MS = 5_000;
+/** The same through a query builder: a FROM of one row, which TypeORM builds from a subquery (fromDummy() is not in every 0.3). */
+const backendSelectedBy = (builder: SelectQueryBuilder<ObjectLiteral>) => builder.select('pg_backend_pid()', 'pid').from('(SELECT 1)', 'one_row').getRawOne();
+
+/** The ways Nest code reaches the database without the module's manager, each asked for its connection's backend. */
+const JOINED_PATHS: ReadonlyArray<readonly [path: string, askBackend: (dataSource: DataSource) => Promise<unknown>]> = [
+  ['dataSource.manager.query() (the injected EntityManager, repositories)', (dataSource) => dataSource.manager.query(BACKEND)],
+  ['dataSource.manager.createQueryBuilder()', (dataSource) => backendSelectedBy(dataSource.manager.createQueryBuilder())],
+  ['dataSource.query()', (dataSource) => dataSource.query(BACKEND)],
+  ['dataSource.createQueryBuilder()', (dataSource) => backendSelectedBy(dataSource.createQueryBuilder())],
+  ['dataSource.transaction()', (dataSource) => dataSource.transaction((manager) => manager.query(BACKEND))],
+];
+
+/**
+ * Refuses to start where the module cannot keep its guarantee: on a Nest or
+ * TypeORM outside the ranges it supports, and wherever the transaction join
+ * (transaction-join.ts, which relies on TypeORM's internals) does not work.
+ * The join is proved, not assumed: inside a transaction made current as a
+ * request's is, a statement down each path Nest code writes by must run on
+ * that transaction's connection. Where one does not, a handler's writes
+ * would commit on their own, apart from the recorded outcome, and a retry
+ * would run them again, with no error anywhere. One connection and a few
+ * round trips, once; the transaction is rolled back.
+ */
+@Injectable()
+export class IdempotencyCompatibilityCheck implements OnModuleInit {
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly transactions: TransactionHost,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const versions = installedVersions();
+    const outside = (Object.keys(SUPPORTED_PEERS) as SupportedPeer[]).filter((name) => versions[name] !== undefined && !satisfies(versions[name]!, SUPPORTED_PEERS[name]));
+    if (outside.length > 0) {
+      throw new IdempotencyConfigurationError(
+        `IdempotencyModule cannot start: ${outside.map((name) => `${name} ${versions[name]}`).join(' and ')} ${outside.length > 1 ? 'are' : 'is'} outside the versions it supports. ` +
+          `${found(versions)}. ${SUPPORTED}. Install a supported version.`,
+      );
+    }
+    const strays = await this.strayPaths();
+    if (strays.length > 0) {
+      throw new IdempotencyConfigurationError(
+        `IdempotencyModule cannot start: a handler's writes would not join the request's transaction on this TypeORM. ` +
+          `Inside a transaction, ${strays.join('; ')}: they would commit on their own, apart from the recorded outcome, and run again on a retry. ` +
+          `${found(versions)}. ${SUPPORTED}. TypeORM changed what the module relies on: pin the last version that started, and report these versions.`,
+      );
+    }
+  }
+
+  /** The paths whose statement ran on another connection than the transaction it was called in, each with what it ran on. */
+  private async strayPaths(): Promise<string[]> {
+    const dataSource = this.served.dataSource;
+    // TypeOrmModule initialises its DataSource before providing it; IdempotencySchemaCheck says what to do when it did not.
+    if (!dataSource.isInitialized) return [];
+    const runner = dataSource.createQueryRunner();
+    try {
+      // After an await: TransactionHost, which this depends on, has joined the DataSource in its own onModuleInit by then.
+      await runner.connect();
+      await runner.startTransaction();
+      const own = backendOf(await runner.query(BACKEND));
+      const strays: string[] = [];
+      for (const [path, askBackend] of JOINED_PATHS) {
+        const ran = await within(PATH_TIMEOUT_MS, this.transactions.run(runner.manager, () => askBackend(dataSource)));
+        if (ran === undefined) strays.push(`${path} waited ${PATH_TIMEOUT_MS / 1000} s for a connection of its own`);
+        else if (backendOf(ran) !== own) strays.push(`${path} ran on backend ${backendOf(ran)}, not the transaction's ${own}`);
+      }
+      return strays;
+    } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+    }
+  }
+}
+
+const SUPPORTED = `It supports ${Object.entries(SUPPORTED_PEERS)
+  .map(([name, range]) => `${name} ${range}`)
+  .join(', ')}`;
+
+function found(versions: Record<string, string | undefined>): string {
+  return `Found ${Object.entries(versions)
+    .map(([name, version]) => `${name} ${version ?? '(version not found)'}`)
+    .join(', ')}`;
+}
+
+/** What `work` settles with, or undefined once `ms` have passed. */
+async function within<T>(ms: number, work: Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  try {
+    return await Promise.race([work, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The backend pid of a `SELECT pg_backend_pid() AS pid`, as `query()` (rows) or `getRawOne()` (a row) returns it. */
+function backendOf(result: unknown): number {
+  const row = (Array.isArray(result) ? result[0] : result) as { pid: number | string };
+  return Number(row.pid);
+}

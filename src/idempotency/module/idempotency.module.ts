@@ -1,0 +1,90 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IdempotencyEventLog } from '../events/idempotency-event-log.js';
+import { IdempotencyFacade } from '../http/idempotency.facade.js';
+import { IdempotencyEvents } from '../events/idempotency-events.js';
+import { GraphqlMutationFlow } from '../graphql/graphql-mutation.flow.js';
+import { IdempotentMutations } from '../graphql/idempotent-mutations.js';
+import { IdempotentMutationsValidator } from '../graphql/idempotent-mutations.validator.js';
+import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
+import { IdempotentRoutes } from '../http/idempotent-route.js';
+import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
+import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
+import { type IdempotencyModuleOptions, resolveModuleOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { IdempotencyReaper } from '../reaper/idempotency.reaper.js';
+import { NamedStatementsProbe } from '../driver/named-statements.js';
+import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
+import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check.js';
+import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
+import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
+import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
+import { LeaseStore } from '../phases/lease.store.js';
+import { FastReplay } from '../flow/fast-replay.js';
+import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
+import { PhasedFlow } from '../phases/phased-flow.js';
+import { OperationRegistry } from '../phases/operation-registry.js';
+import { OperationRunner } from '../phases/operation.runner.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { OutcomeCodec } from '../records/outcome-codec.js';
+import { ReplayCache } from '../flow/replay-cache.js';
+import { ReplayLikelihood } from '../flow/replay-likelihood.js';
+import { TransactionHost } from '../transactions/transaction-host.js';
+
+/**
+ * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
+ * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
+ * `dataSource: 'main'` serves a named connection instead of the default one.
+ * At startup it checks its table, and fails the boot when the migration in
+ * `idempotencyMigrations` has not run.
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
+    IdempotencyDataSource,
+    TransactionHost,
+    IdempotencyEvents,
+    IdempotencyEventLog,
+    {
+      provide: ReplayCache,
+      useFactory: (options: ResolvedModuleOptions) => new ReplayCache({ maxEntries: options.replayCacheSize, maxBytes: options.replayCacheBytes }),
+      inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
+    },
+    { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
+    { provide: OutcomeCodec, useFactory: (options: ResolvedModuleOptions) => new OutcomeCodec(options.encryption), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
+    IdempotentRoutes,
+    IdempotentRoutesValidator,
+    IdempotentMutations,
+    IdempotentMutationsValidator,
+    GraphqlMutationFlow,
+    IdempotencySchemaCheck,
+    IdempotencyCompatibilityCheck,
+    NamedStatementsProbe,
+    IdempotentMessageHandlers,
+    LeaseStore,
+    OperationRegistry,
+    OperationRunner,
+    FastReplay,
+    OneTransactionFlow,
+    PhasedFlow,
+    AbandonedClaimsCompleter,
+    IdempotencyReaper,
+    IdempotencyFacade,
+    {
+      // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
+      provide: documentIdempotentRoutes,
+      useFactory: documentIdempotentRoutes,
+      inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, RESOLVED_IDEMPOTENCY_OPTIONS],
+    },
+  ],
+  // What apps inject, and the one provider that the interceptors of @Idempotent() need: Nest builds
+  // them in the module of each controller that uses them, from what that module can see.
+  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade],
+})
+export class IdempotencyModule extends ConfigurableIdempotencyModule {
+  /** The module with these options; every option has a default, so `IdempotencyModule.forRoot()` runs with them all. */
+  static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
+    // The builder's forRoot() requires its argument, and reads its keys.
+    return super.forRoot(options);
+  }
+}

@@ -1,0 +1,119 @@
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IdempotentRoutes } from '../http/idempotent-route.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { globalInterceptors, type InterceptorAround, isKnownReshaper, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
+import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from '../http/nest-internals.js';
+
+/**
+ * Checks every `@Idempotent()` route at startup, so that a route whose
+ * outcome cannot be recorded, or whose replays could differ from its first
+ * answer, fails the boot instead of a request.
+ */
+@Injectable()
+export class IdempotentRoutesValidator implements OnModuleInit {
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly routes: IdempotentRoutes,
+    private readonly config: ApplicationConfig,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  // Runs in init(), after Nest registered the routes with their interceptors.
+  onModuleInit(): void {
+    const operations: string[] = [];
+    const around: Around[] = [];
+    for (const wrapper of this.discovery.getControllers()) {
+      const controller = wrapper.metatype as Function | null;
+      if (!controller?.prototype) continue;
+      for (const name of this.scanner.getAllMethodNames(controller.prototype)) {
+        const handler = controller.prototype[name];
+        const route = this.routes.of(controller, handler);
+        if (!route) continue;
+        operations.push(route.operation);
+        this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
+        around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
+      }
+    }
+    if (operations.length === 0) return;
+    const wrapped = operations.length === 1 ? operations[0] : `${operations[0]} and ${operations.length - 1} more @Idempotent() routes`;
+    around.push(...globalInterceptors(this.config).map((outer) => ({ ...outer, handler: wrapped, controller: wrapped })));
+    const unvouched = around.filter((outer) => !isVouchedFor(outer.interceptor, this.options.allowInterceptorsAround));
+    // A serializer around the module gets the recorded text, not the handler's object, so the fields it
+    // would strip are sent: refuse. Any other interceptor sees the same text the first time and on every
+    // replay; the module cannot tell whether it reshapes it, so it says so once and starts.
+    const reshapers = unvouched.filter((outer) => isKnownReshaper(outer.interceptor));
+    if (reshapers.length > 0) throw new IdempotencyConfigurationError(interceptorsAroundMessage(reshapers));
+    const others = unvouched.filter((outer) => !isKnownReshaper(outer.interceptor));
+    if (others.length > 0) this.logger.warn(interceptorsAroundWarning(others));
+  }
+
+  private readonly logger = new Logger('Idempotency');
+
+  private checkResponseIsRecordable(controller: Function, name: string, handler: Function, phased: boolean): void {
+    const byClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
+    const where = byClass ? `@Idempotent() on the class ${controller.name}, covering ${name}` : `@Idempotent() on ${controller.name}.${name}`;
+    const leaveOut = byClass ? ' Or leave the handler out with @SkipIdempotency().' : '';
+    if (Reflect.getMetadata(SSE_METADATA, handler)) {
+      throw new IdempotencyConfigurationError(`${where}: server-sent events cannot be recorded or replayed. Remove @Idempotent() or @Sse().${leaveOut}`);
+    }
+    const params: Record<string, { index: number }> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, name) ?? {};
+    const takesResponse = Object.keys(params).some((key) => {
+      const type = Number(key.split(':')[0]);
+      return type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT;
+    });
+    if (takesResponse && phased) {
+      throw new IdempotencyConfigurationError(
+        `${where}: a phased route answers its operation's response, which the reaper may record without a request. Remove @Res() and return claim.run(...); set headers such as Location in the operation's respond().`,
+      );
+    }
+    if (takesResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, name)) {
+      throw new IdempotencyConfigurationError(
+        `${where}: a handler that writes the response itself (@Res() or @Next()) cannot be recorded. Use @Res({ passthrough: true }) and return the body.${leaveOut}`,
+      );
+    }
+  }
+}
+
+/** An interceptor around a route, and the route's names for the message. */
+type Around = InterceptorAround & { handler: string; controller: string };
+
+const BOTTOM_UP = 'decorators apply bottom-up, and Nest runs the interceptor applied first outermost';
+
+function adviceFor({ bound, idempotentOnClass, interceptor, handler, controller }: Around): string {
+  const name = nameOf(interceptor);
+  switch (bound) {
+    case 'global':
+      return `${name} is global (app.useGlobalInterceptors() or APP_INTERCEPTOR) and wraps ${handler}: bind it inside @Idempotent() instead, with @UseInterceptors(${name}) written above @Idempotent() on the handler or the controller.`;
+    case 'class':
+      return idempotentOnClass
+        ? `${controller}: @UseInterceptors(${name}) is written below @Idempotent() on the class, so it runs around it: write it above (${BOTTOM_UP}).`
+        : `${handler}: ${name} is bound on the class, and a class's interceptors run around the handler's @Idempotent(): bind it on the handler, written above @Idempotent().`;
+    case 'handler':
+      return `${handler}: @UseInterceptors(${name}) is written below @Idempotent(), so it runs around it: write it above (${BOTTOM_UP}).`;
+  }
+}
+
+function interceptorsAroundMessage(reshapers: Around[]): string {
+  const names = new Set(reshapers.map((outer) => nameOf(outer.interceptor)));
+  return [
+    'IdempotencyModule cannot start: a serializing interceptor runs around @Idempotent() routes, outside the outcome the module records.',
+    'The module serialises the handler’s result, records that text and sends exactly it, the first time and on every replay. An interceptor around it',
+    'gets that text, not the handler’s object: a ClassSerializerInterceptor changes nothing, so the fields it would @Exclude() are sent.',
+    ...new Set(reshapers.map((outer) => `- ${adviceFor(outer)}`)),
+    `If you are sure it may run around these routes, vouch for it: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
+  ].join('\n');
+}
+
+function interceptorsAroundWarning(others: Around[]): string {
+  const names = new Set(others.map((outer) => nameOf(outer.interceptor)));
+  return [
+    `${[...names].join(', ')} ${names.size === 1 ? 'runs' : 'run'} around @Idempotent() routes and so ${names.size === 1 ? 'gets' : 'get'} the recorded response text, the same on the first answer and on every replay.`,
+    'If one reshapes bodies (an envelope, a serializer), bind it inside @Idempotent() instead:',
+    ...new Set(others.map((outer) => `- ${adviceFor(outer)}`)),
+    `If none does, say so and this warning goes: IdempotencyModule.forRoot({ allowInterceptorsAround: [${[...names].join(', ')}] }).`,
+  ].join('\n');
+}

@@ -1,0 +1,319 @@
+import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
+import type { IdempotencyEvent } from '../events/idempotency-event.types.js';
+import type { ResolvedEncryptionOptions } from '../records/outcome-codec.js';
+import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
+import type { FingerprintFields } from '../fingerprint/request-fingerprint.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+
+/** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
+export interface IdempotencyModuleOptions {
+  /**
+   * The DataSource the module serves: a connection name as given to
+   * `TypeOrmModule.forRoot({ name })`, or the injection token of a
+   * DataSource provider (`getDataSourceToken('main')`, a class, a symbol).
+   * The claims, the records and the business writes that join them all live
+   * there. Default: the default DataSource.
+   */
+  dataSource?: InjectionToken;
+  /** How long, in ms, a recorded outcome replays. Default 24 hours. */
+  retention?: number;
+  /** The request header that carries the key. Default `Idempotency-Key`. */
+  headerName?: string;
+  /**
+   * The tenant a request acts for, e.g. from its authentication. Keys are
+   * scoped by it, so one tenant never replays another's responses. Requests
+   * whose tenant is `undefined` share one anonymous scope, which no tenant's
+   * scope can equal. Default: every request is anonymous.
+   */
+  tenant?: (request: any) => string | undefined | null;
+  /**
+   * Response headers recorded and replayed. Default `Location`,
+   * `Content-Type` and `ETag`. `Set-Cookie` is never replayed.
+   */
+  replayHeaders?: readonly string[];
+  /**
+   * How long, in ms, a duplicate waits for an in-flight request with the same
+   * key before it gets 409 with `Retry-After`. On a one-transaction route
+   * it holds a pool connection while it waits on the owner's row; on a
+   * phased route it polls, and holds none between polls. Default 1000.
+   */
+  wait?: number;
+  /**
+   * When a one-transaction route claims its key: see `ClaimMode`. Default
+   * `'first'`, the mode in which a concurrent or sequential retry never runs
+   * the handler again.
+   */
+  claim?: ClaimMode;
+  /**
+   * How long, in ms, the owner of a phased operation holds its claim without
+   * renewing it (it renews while alive). Once it lapses, a retry or the
+   * reaper takes the claim over and resumes. Default 30 s.
+   */
+  lease?: number;
+  /** Attempts at a phased operation before it is marked failed. Default 5. */
+  maxAttempts?: number;
+  /** The scheduled reaper; `false` turns it off. */
+  reaper?: ReaperOptions | false;
+  /**
+   * Completed outcomes kept in process, so that a replay on the same instance
+   * costs no database round trip. Exact until each record's `expires_at`,
+   * since a completed record never changes; 0 turns it off. Default 10000.
+   * `replayCacheBytes` bounds the same cache by size: whichever bound is
+   * reached first evicts the least recently used outcome.
+   */
+  replayCacheSize?: number;
+  /**
+   * How many bytes the replay cache may hold, counted in UTF-8: bodies,
+   * header names and values, keys and fingerprints. Bodies over 64 KiB are
+   * never cached. 0 turns the cache off. Default 32 MiB.
+   */
+  replayCacheBytes?: number;
+  /**
+   * Whether a replay the cache does not answer is read by primary key before
+   * any claim, while an operation's keys are often found held (a moving
+   * average; see `ClaimMode`). Off, every such replay goes through the claim.
+   * Default true.
+   */
+  readFirst?: boolean;
+  /**
+   * Whether the module sends its statements as named prepared statements,
+   * parsed once per connection. A check at startup turns them off behind a
+   * pooler that loses them between transactions (PgBouncer in transaction
+   * or statement mode before 1.21, or without `max_prepared_statements`),
+   * with a warning; so does such a loss later, which answers that one
+   * request 503. `false` starts unnamed and skips the check. Default true.
+   */
+  preparedStatements?: boolean;
+  /**
+   * How the claim's transaction reaches the database. `'pg'`: on the
+   * QueryRunner's node-postgres client, with named prepared statements, and
+   * pipelined on a connection with `extra: { pipeline: true }`; it falls
+   * back to `'typeorm'`, with a warning, on a connection without the pg and
+   * TypeORM internals it relies on. `'typeorm'`: through the QueryRunner's
+   * public API only (`startTransaction`, `query`, `commitTransaction`), one
+   * statement at a time and unnamed, so TypeORM's transaction subscribers
+   * and query logging see the module's transaction; it costs a round trip
+   * more than `'pg'` without pipelining. Default `'pg'`.
+   */
+  claimDriver?: ClaimDriverName;
+  /**
+   * The largest request body, in bytes, that the module reads itself to
+   * fingerprint it: a body no parser has read when the route's interceptor
+   * runs (a multipart upload that a `FileInterceptor` inside `@Idempotent()`
+   * parses later, text on Express without a text parser, binary). Such a
+   * body waits in memory until the handler reads it; a larger one is
+   * refused with 413 before the handler runs. Bodies parsed before the route
+   * (JSON, forms) are not counted. Default 16 MiB.
+   */
+  maxBodyBytes?: number;
+  /**
+   * Whether `@Idempotent()` routes document their key header, the replay
+   * header and their problem responses in OpenAPI, when `@nestjs/swagger` is
+   * installed (without it they are left undocumented either way). `false`
+   * leaves the documentation to you. Default true.
+   */
+  openapi?: boolean;
+  /**
+   * Encryption at rest of recorded outcomes: headers and body sealed
+   * together with AES-256-GCM, under a key derived per record. Default: off,
+   * outcomes are stored as sent.
+   *
+   * @example
+   * encryption: { keys: [{ id: '2025-06', key: process.env.IDEMPOTENCY_KEY_2025_06! }, { id: '2024-12', key: oldKey }] }
+   */
+  encryption?: EncryptionOptions;
+  /** Called with every outcome (attempts, commit failures, reaper passes, lease expiries); keys are hashed. */
+  onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * Interceptors you vouch for: they may run around `@Idempotent()` routes.
+   * The module records a handler's outcome inside every interceptor bound
+   * around it (global ones, and those bound outside `@Idempotent()`). It
+   * refuses to start while a `ClassSerializerInterceptor` (or a subclass)
+   * not listed here runs around one, and warns once at startup about any
+   * other interceptor not listed here, since it cannot tell whether it
+   * reshapes bodies. Classes (matched exactly) or instances. Default none.
+   *
+   * @example
+   * IdempotencyModule.forRoot({ allowInterceptorsAround: [RequestLoggingInterceptor] })
+   */
+  allowInterceptorsAround?: ReadonlyArray<Type<NestInterceptor> | NestInterceptor>;
+}
+
+/** Encryption at rest of recorded outcomes. */
+export interface EncryptionOptions {
+  /**
+   * Master keys, 32 bytes each (a Buffer, or a base64 or base64url string),
+   * each with an id that the records it seals carry. New outcomes are sealed
+   * with the first; a record opens with whichever listed key it names. To
+   * rotate, put the new key first and keep the old ones until the records
+   * they sealed have expired.
+   */
+  keys: readonly EncryptionKey[];
+  /**
+   * Replay outcomes recorded in plaintext, as before encryption was turned
+   * on. Default false: such a record answers a 500 problem
+   * (`record-undecryptable`) and is not replayed. Turn it on while
+   * encryption is rolled out over an existing table, and off again once the
+   * plaintext records have expired.
+   */
+  acceptPlaintext?: boolean;
+}
+
+/** How the reaper deletes expired records and finishes abandoned claims. */
+export interface ReaperOptions {
+  /** Between passes, in ms. Default 10 s. */
+  intervalMs?: number;
+  /** Rows per DELETE statement. Default 1000. */
+  batchSize?: number;
+  /**
+   * How long a pass may take, in ms: up to half of it finishes abandoned
+   * phased claims (the operation still running then is stopped and released
+   * for the next pass), the rest deletes expired records. Shutdown waits for
+   * a pass at most this long. Default 2000.
+   */
+  timeBudgetMs?: number;
+}
+
+/** Options of `@Idempotent()` on one route. Unset ones come from the module. */
+export interface IdempotentOptions {
+  /** Names the operation in the key's scope. Default: method and route template, e.g. `POST /orders/:id/payments`. */
+  operation?: string;
+  /** Whether a request without a key gets 400. Default true; when false, such requests run unprotected. */
+  required?: boolean;
+  /** How long, in ms, this route's outcomes replay. */
+  retention?: number;
+  /** Which request fields must match on a retry. Default: path params, query and body. */
+  fingerprint?: FingerprintFields;
+  /** Part of the scope: bump it when the response shape changes, so old shapes never replay. */
+  version?: string;
+  /** How long, in ms, a duplicate waits for the in-flight request. */
+  wait?: number;
+  /** When this route claims its key (`ClaimMode`); the module's `claim` by default. Phased routes always claim first. */
+  claim?: ClaimMode;
+  /**
+   * 4xx statuses of deterministic failures to record and replay, such as 402.
+   * Any other error rolls back and releases the key. Default none. A
+   * shorthand of `storeIf`: give one or the other.
+   */
+  storeErrors?: readonly number[];
+  /**
+   * Which failures to record and replay: called with the status and the
+   * `HttpException` of each 4xx failure of the handler (validation errors
+   * included); `true` records it, and its writes are undone. 5xx failures are
+   * never recorded and never reach it: their writes rolled back, so a retry
+   * runs again. Not for phased routes, whose abandoned operations the reaper
+   * finishes without the route: use `storeErrors` there. Default none.
+   *
+   * @example
+   * @Idempotent({ storeIf: (status, error) => status === 409 || (status === 402 && error instanceof CardDeclinedException) })
+   */
+  storeIf?: StoreErrorIf;
+  /**
+   * Run as a phased operation, for handlers with external side effects: the
+   * claim commits first, under a lease, and the handler runs a
+   * `@PhasedOperation()` under it through `@PhasedClaim()`. Default false.
+   */
+  phases?: boolean;
+  /** The lease of this route's phased operations, in ms. */
+  lease?: number;
+}
+
+/**
+ * When a one-transaction route claims its key.
+ *
+ * - `'first'` (the default): the key's advisory lock and a read of its
+ *   record go out with BEGIN, and the completed record is inserted with
+ *   COMMIT. A concurrent duplicate waits on the lock and replays, or gets
+ *   409 with `Retry-After` once `wait` runs out; a sequential retry
+ *   replays. The handler runs once per key, whatever it does: database
+ *   writes, e-mail, a call to a provider.
+ * - `'at-commit'` (opt-in): the handler runs with nothing in front of it,
+ *   and the same insert of the completed record with COMMIT is the claim:
+ *   two statements less on a first execution. **A duplicate that
+ *   arrives while the first is in flight runs the handler too**, then finds
+ *   the key held at its own commit: everything it wrote to the database
+ *   rolls back and it replays the winner's outcome. Only for handlers whose
+ *   every effect is a write in the request's transaction; anything else the
+ *   handler does (a call to a provider, an e-mail, a write outside the
+ *   transaction) can happen once per concurrent duplicate. The module logs
+ *   this at startup for each route that uses it.
+ */
+export type ClaimMode = 'first' | 'at-commit';
+
+const CLAIM_MODES: readonly string[] = ['first', 'at-commit'] satisfies ClaimMode[];
+
+/**
+ * `claim`, checked where it is given: a typo, or `'adaptive'` (gone, since
+ * claimed first costs what at commit did), fails the boot rather than run
+ * another mode than the one asked for.
+ */
+export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
+  if (CLAIM_MODES.includes(claim as string)) return claim as ClaimMode;
+  const gone = claim === 'adaptive' ? " 'adaptive' is gone: 'first' writes the record once, with COMMIT, as 'at-commit' does, and never runs a duplicate." : '';
+  throw new IdempotencyConfigurationError(`${where}: claim must be 'first' (the default) or 'at-commit', got ${JSON.stringify(claim)}.${gone}`);
+}
+
+/** Decides whether a 4xx failure of a handler is recorded and replayed. */
+export type StoreErrorIf = (status: number, error: HttpException) => boolean;
+
+/** The drivers of the claim's transaction (`claimDriver`). */
+export type ClaimDriverName = 'pg' | 'typeorm';
+
+/** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
+  /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
+  tenantConfigured: boolean;
+  /** The `onEvent` listener the module was given, if any. */
+  onEvent?: (event: IdempotencyEvent) => void;
+  reaper: Required<ReaperOptions> & { enabled: boolean };
+  /** Unset: outcomes are stored in plaintext. */
+  encryption: ResolvedEncryptionOptions | undefined;
+}
+
+/**
+ * A handler's options over its controller's class-level ones: the handler's
+ * win option by option (unset ones come from the class). `storeErrors` and
+ * `storeIf` are one rule: a handler that gives either replaces the class's.
+ */
+export function mergeRouteOptions(classOptions: IdempotentOptions, handlerOptions: IdempotentOptions): IdempotentOptions {
+  const own = Object.fromEntries(Object.entries(handlerOptions).filter(([, value]) => value !== undefined)) as IdempotentOptions;
+  const { storeErrors, storeIf, ...rest } = classOptions;
+  const errorRule = own.storeErrors !== undefined || own.storeIf !== undefined ? {} : { storeErrors, storeIf };
+  return { ...rest, ...errorRule, ...own };
+}
+
+/** The one place module defaults live. */
+export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
+  const replayHeaders = (options.replayHeaders ?? ['Location', 'Content-Type', 'ETag'])
+    .map((name) => name.toLowerCase())
+    .filter((name) => name !== 'set-cookie');
+  const reaper = options.reaper || {};
+  return {
+    dataSource: options.dataSource ?? 'default',
+    retention: options.retention ?? 24 * 60 * 60 * 1000,
+    headerName: options.headerName ?? 'Idempotency-Key',
+    tenant: options.tenant ?? (() => undefined),
+    tenantConfigured: options.tenant !== undefined,
+    replayHeaders,
+    wait: options.wait ?? 1000,
+    claim: options.claim === undefined ? 'first' : checkedClaimMode(options.claim, 'IdempotencyModule'),
+    lease: options.lease ?? 30_000,
+    maxAttempts: options.maxAttempts ?? 5,
+    onEvent: options.onEvent,
+    replayCacheSize: options.replayCacheSize ?? 10_000,
+    replayCacheBytes: options.replayCacheBytes ?? 32 * 1024 * 1024,
+    readFirst: options.readFirst ?? true,
+    preparedStatements: options.preparedStatements ?? true,
+    claimDriver: options.claimDriver ?? 'pg',
+    openapi: options.openapi ?? true,
+    maxBodyBytes: options.maxBodyBytes ?? 16 * 1024 * 1024,
+    encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
+    allowInterceptorsAround: options.allowInterceptorsAround ?? [],
+    reaper: {
+      enabled: options.reaper !== false,
+      intervalMs: reaper.intervalMs ?? 10_000,
+      batchSize: reaper.batchSize ?? 1000,
+      timeBudgetMs: reaper.timeBudgetMs ?? 2000,
+    },
+  };
+}

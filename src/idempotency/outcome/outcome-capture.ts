@@ -1,0 +1,83 @@
+import { HttpException, StreamableFile } from '@nestjs/common';
+import type { AbstractHttpAdapter } from '@nestjs/core';
+import { STATUS_CODES } from 'node:http';
+import { type ProblemDetails, UnstorableResponseException } from '../errors/idempotency.exceptions.js';
+import type { RecordedOutcome } from './recorded-outcome.js';
+import { ResponseGuard } from './response-guard.js';
+
+const JSON_CONTENT = 'application/json; charset=utf-8';
+const PROBLEM_CONTENT = 'application/problem+json';
+/** What Nest's exceptions put in their response besides the message: the problem document says it otherwise. */
+const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
+
+/**
+ * Turns what a handler returned into the outcome to record, with the status
+ * the response carries: the route's (`@HttpCode()`, else Nest's default for
+ * the method), or what the handler set through `@Res({ passthrough: true })`.
+ * The module sends exactly this text, so the first response and every replay
+ * are the same bytes.
+ */
+export function captureSuccess(result: unknown, route: { successStatus: number; replayHeaders: readonly string[] }, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
+  const written = ResponseGuard.of(response)?.written ?? (adapter.isHeadersSent(response) ? 'the response' : undefined);
+  if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`);
+  const status = (response as { statusCode?: unknown }).statusCode;
+  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
+}
+
+/**
+ * The outcome of a success with `status`: the body as the exact text to
+ * send (JSON for objects, a string as is), and the allowlisted headers that
+ * `headerOf` (by lower-case name) gives, plus a default content type.
+ */
+export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, replayHeaders: readonly string[]): RecordedOutcome {
+  const unstorable = describeUnstorable(result);
+  if (unstorable) throw new UnstorableResponseException(unstorable);
+  const body = result === undefined || result === null ? null : typeof result === 'string' ? result : JSON.stringify(result);
+  const headers: Record<string, string> = {};
+  for (const name of replayHeaders) {
+    const value = headerOf(name);
+    if (value !== undefined) headers[name] = String(value);
+  }
+  if (body !== null && replayHeaders.includes('content-type')) {
+    headers['content-type'] ??= typeof result === 'string' ? 'text/plain; charset=utf-8' : JSON_CONTENT;
+  }
+  return { status, headers, body };
+}
+
+/**
+ * A recorded error is an RFC 9457 problem document, as every error answered
+ * live should be: `type` (`about:blank` unless the exception's response names
+ * one), `title` (the status text unless named), `status`, and `detail` (the
+ * exception's message), then the response's other fields as extension
+ * members. A replay sends the same bytes with the same content type.
+ */
+export function captureError(error: HttpException): RecordedOutcome {
+  return { status: error.getStatus(), headers: { 'content-type': PROBLEM_CONTENT }, body: JSON.stringify(problemOf(error)) };
+}
+
+function problemOf(error: HttpException): ProblemDetails & Record<string, unknown> {
+  const status = error.getStatus();
+  const response = error.getResponse();
+  const fields: Record<string, unknown> = typeof response === 'string' ? { message: response } : { ...(response as object) };
+  const { type, title, detail, status: _status, ...rest } = fields;
+  const extensions = Object.fromEntries(Object.entries(rest).filter(([name]) => !NEST_ERROR_FIELDS.has(name)));
+  return {
+    type: typeof type === 'string' ? type : 'about:blank',
+    title: typeof title === 'string' ? title : (STATUS_CODES[status] ?? 'Error'),
+    status,
+    detail: typeof detail === 'string' ? detail : messageOf(fields.message) ?? error.message,
+    ...extensions,
+  };
+}
+
+function messageOf(message: unknown): string | undefined {
+  if (typeof message === 'string') return message;
+  return Array.isArray(message) ? message.join('; ') : undefined;
+}
+
+function describeUnstorable(result: unknown): string | undefined {
+  if (result instanceof StreamableFile) return 'a StreamableFile';
+  if (result instanceof Uint8Array) return 'a binary buffer';
+  if (typeof (result as { pipe?: unknown } | null)?.pipe === 'function') return 'a stream';
+  return undefined;
+}

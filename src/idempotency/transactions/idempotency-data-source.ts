@@ -1,0 +1,79 @@
+import { Inject, Injectable, type InjectionToken, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { DataSource } from 'typeorm';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+
+/**
+ * The injection token @nestjs/typeorm gives the DataSource of a connection
+ * name: the `DataSource` class for `'default'`, `` `${name}DataSource` ``
+ * otherwise. This mirrors `getDataSourceToken(name)` instead of importing it,
+ * so that the module does not need @nestjs/typeorm at all (an app may provide
+ * its DataSource itself, under any token); a contract test holds the two
+ * together.
+ */
+export function dataSourceTokenOf(name: string): InjectionToken {
+  return name === 'default' ? DataSource : `${name}DataSource`;
+}
+
+/**
+ * The DataSource the module serves (the `dataSource` option), for the whole
+ * flow: claims, fast replays, phased operations, the reaper and the
+ * completer all reach it through this one provider.
+ *
+ * It is looked up by its token rather than injected: with `forRootAsync()`
+ * the token is only known once the options resolve, and TypeORM's DataSource
+ * provider (an async factory that connects) may finish after this module's
+ * providers are built. Every provider of the app exists by the first
+ * lifecycle hook, where it is looked up, so a wrong name fails the startup.
+ */
+@Injectable()
+export class IdempotencyDataSource implements OnModuleInit {
+  private resolved?: DataSource;
+
+  constructor(
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  get dataSource(): DataSource {
+    return (this.resolved ??= this.lookUp());
+  }
+
+  onModuleInit(): void {
+    this.resolved ??= this.lookUp();
+  }
+
+  private lookUp(): DataSource {
+    const option = this.options.dataSource;
+    // A string is a connection name; `getDataSourceToken(name)`'s own string is accepted as given too.
+    const tokens = typeof option === 'string' ? [dataSourceTokenOf(option), option] : [option];
+    for (const token of tokens) {
+      const found = this.find(token);
+      if (found === undefined) continue;
+      if (!isDataSource(found)) throw new IdempotencyConfigurationError(`IdempotencyModule: the provider ${describe(token)} is not a TypeORM DataSource.`);
+      return found;
+    }
+    throw new IdempotencyConfigurationError(
+      `IdempotencyModule: no DataSource for dataSource: ${describe(option)} (looked up ${tokens.map(describe).join(', ')}). ` +
+        `Pass the name given to TypeOrmModule.forRoot({ name }), or the injection token of a DataSource provider; leave it out for the default DataSource.`,
+    );
+  }
+
+  private find(token: InjectionToken): unknown {
+    try {
+      return this.moduleRef.get(token, { strict: false }) ?? undefined;
+    } catch {
+      return undefined; // not a provider of the app
+    }
+  }
+}
+
+function isDataSource(value: unknown): value is DataSource {
+  return typeof (value as DataSource).createQueryRunner === 'function' && typeof (value as DataSource).manager === 'object';
+}
+
+function describe(token: InjectionToken): string {
+  return typeof token === 'function' ? token.name : typeof token === 'symbol' ? token.toString() : JSON.stringify(token);
+}

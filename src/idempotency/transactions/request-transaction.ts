@@ -1,0 +1,173 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
+
+/** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
+export interface SavepointChannel {
+  /** Whether statements sent one after another go out without waiting for each other's answers. */
+  readonly pipelined: boolean;
+  /** Sends SQL without parameters now, in order with what is sent after it. */
+  enqueue(sql: string): Promise<unknown>;
+  /** Whether the transaction is still open: false from the moment COMMIT or ROLLBACK is sent. */
+  readonly open: boolean;
+}
+
+/** The EntityManager methods that would run in a transaction of their own outside one: without the module, each is atomic. */
+export const ATOMIC_METHODS = ['save', 'remove', 'softRemove', 'recover', 'transaction'] as const;
+
+const SAVEPOINT = 'SAVEPOINT idempotency_unit';
+const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
+const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
+
+/** The unit of work the caller runs in, if any: everything it starts belongs to it. */
+const units = new AsyncLocalStorage<RequestTransaction>();
+const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
+
+/**
+ * The request's transaction as the handler's code meets it, on the flow's
+ * QueryRunner. Without the module each of the handler's writes would commit
+ * on its own; joined into one transaction they must still behave so:
+ *
+ * - **One unit at a time.** A statement, a `save()` (or `remove()`,
+ *   `softRemove()`, `recover()`) and a `transaction()` callback are each a
+ *   unit that would have had a connection of its own. Units share the one
+ *   connection, so they run one after another: `Promise.all` of two
+ *   `dataSource.transaction()` calls no longer mixes their savepoints, which
+ *   TypeORM numbers by a depth counter on the runner.
+ * - **A savepoint per unit.** Each unit runs after `SAVEPOINT
+ *   idempotency_unit`: a unit that fails is rolled back to it, alone, and the
+ *   transaction carries on, so a handler that catches a unique violation and
+ *   goes on works as it did. The savepoint goes out with the unit's first
+ *   statement on a pipelined connection, and costs a round trip otherwise.
+ * - **Closed once the flow has sent COMMIT or ROLLBACK.** A statement on
+ *   the runner after that throws `TransactionClosedError`, whatever path it
+ *   took, rather than run on a connection that went back to the pool.
+ * - **Lost with its connection.** TypeORM releases a runner whose
+ *   connection fails. A statement after that, while the flow still waits on
+ *   the handler, fails as TypeORM fails it (`QueryRunnerAlreadyReleasedError`,
+ *   answered 503: retry with the same key), whatever path it took, rather
+ *   than commit on its own on another connection and run again on the retry.
+ *
+ * Inside a unit (a `transaction()` callback, what a `save()` runs) the
+ * statements run as TypeORM sends them, as in any transaction.
+ */
+export class RequestTransaction {
+  /** The last unit's end: the next one starts after it. */
+  private lastUnit: Promise<unknown> = Promise.resolve();
+  /** A unit ran: its savepoint is released before the next one is taken. */
+  private taken = false;
+  private readonly query: QueryRunner['query'];
+
+  private constructor(
+    private readonly runner: QueryRunner,
+    private readonly channel: SavepointChannel,
+  ) {
+    this.query = runner.query;
+  }
+
+  /** Wraps `runner` (its `query()`, and its manager's atomic methods) for the handler's code. */
+  static install(runner: QueryRunner, channel: SavepointChannel): RequestTransaction {
+    const transaction = new RequestTransaction(runner, channel);
+    const query = transaction.query;
+    runner.query = (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args));
+    const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
+    for (const name of ATOMIC_METHODS) {
+      const method = manager[name];
+      manager[name] = (...args: unknown[]) => {
+        if (name === 'transaction' && units.getStore() !== transaction) refuseStricterIsolation(args[0]);
+        return transaction.unit(() => method.apply(manager, args));
+      };
+    }
+    byRunner.set(runner, transaction);
+    return transaction;
+  }
+
+  /** The request transaction installed on `runner`, if any. */
+  static of(runner: QueryRunner): RequestTransaction | undefined {
+    return byRunner.get(runner);
+  }
+
+  /** Runs the module's own statements on `runner` (the claim, COMMIT) past the wrappers a request's transaction put on it. */
+  static ownStatements<T>(runner: QueryRunner, work: () => Promise<T>): Promise<T> {
+    const transaction = byRunner.get(runner);
+    return transaction ? units.run(transaction, work) : work();
+  }
+
+  get isOpen(): boolean {
+    return this.channel.open && !this.runner.isReleased;
+  }
+
+  /** The connection failed before the flow sent COMMIT or ROLLBACK, and TypeORM released the runner. */
+  get connectionLost(): boolean {
+    return this.channel.open && this.runner.isReleased;
+  }
+
+  /** What a statement meets once the transaction is not open. */
+  closedError(): Error {
+    return this.connectionLost ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
+  }
+
+  /**
+   * Settles once every unit started so far has: the flow waits for it
+   * before COMMIT or ROLLBACK, so that a write the handler started without
+   * awaiting it, while the transaction was open, is part of it, rather than
+   * turned away halfway.
+   */
+  drain(): Promise<unknown> {
+    return this.lastUnit;
+  }
+
+  /**
+   * Runs `work` as a unit of the request's transaction (see the class), or
+   * as part of the unit the caller already runs in.
+   */
+  unit<T>(work: () => Promise<T>): Promise<T> {
+    if (units.getStore() === this) return work();
+    if (!this.isOpen) return Promise.reject(this.closedError());
+    // Most units find no other in flight: they start now, without waiting a turn.
+    const idle = this.running++ === 0;
+    const started = idle ? this.inSavepoint(work) : this.lastUnit.then(() => this.inSavepoint(work));
+    this.lastUnit = started.then(this.ended, this.ended);
+    return started;
+  }
+
+  /** Units started and not yet ended. */
+  private running = 0;
+  private readonly ended = (): void => {
+    this.running--;
+  };
+
+  private async inSavepoint<T>(work: () => Promise<T>): Promise<T> {
+    if (!this.isOpen) throw this.closedError();
+    const savepoint = this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
+    this.taken = true;
+    if (this.channel.pipelined) {
+      // Sent now, ahead of the unit's first statement, in the same write; a failure fails that statement too.
+      for (const sql of savepoint) this.channel.enqueue(sql).catch(() => undefined);
+    } else {
+      await this.channel.enqueue(savepoint.join('; '));
+    }
+    try {
+      return await units.run(this, work);
+    } catch (error) {
+      // Before the caller sees the failure: the transaction is usable again when it does.
+      if (this.isOpen) await this.channel.enqueue(ROLLBACK_TO).catch(() => undefined);
+      throw error;
+    }
+  }
+}
+
+/**
+ * A `transaction()` that asks for REPEATABLE READ or SERIALIZABLE: without
+ * the module it would get a transaction of that level; joined, it is a
+ * savepoint of the request's READ COMMITTED transaction, which PostgreSQL
+ * cannot raise. Refused rather than run weaker than asked.
+ */
+function refuseStricterIsolation(isolation: unknown): void {
+  if (isolation !== 'REPEATABLE READ' && isolation !== 'SERIALIZABLE') return;
+  throw new Error(
+    `transaction('${isolation}', …) inside an @Idempotent() request joins the request's READ COMMITTED transaction as a savepoint, ` +
+      `and PostgreSQL cannot raise the isolation level of a running transaction. Run it in a transaction of its own with ` +
+      `TransactionHost.outside(() => dataSource.transaction('${isolation}', …)) (it then commits apart from the recorded outcome), or drop the level.`,
+  );
+}

@@ -1,0 +1,117 @@
+import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { type DataSource, type EntityManager, type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { IdempotencyDataSource } from './idempotency-data-source.js';
+import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
+import { RequestTransaction } from './request-transaction.js';
+import { dataSourceOf, joinTransactions } from './transaction-join.js';
+
+/**
+ * The EntityManager of the transaction an idempotent request runs in.
+ *
+ * Inside an `@Idempotent()` handler it is the claim's transaction, so the
+ * business writes commit or roll back together with the recorded outcome;
+ * elsewhere it is the DataSource's own manager. Writes that do not go through
+ * it join the same transaction: `@InjectRepository()` repositories, the
+ * injected EntityManager, `dataSource.manager`, `dataSource.getRepository()`,
+ * `dataSource.query()`, `dataSource.createQueryBuilder()`, and
+ * `dataSource.transaction()` (a savepoint), all on the DataSource the module
+ * serves. Each of them behaves as a transaction of its own would: see
+ * `RequestTransaction`.
+ *
+ * Everything started inside a request inherits its context, timers too (an
+ * `AsyncLocalStorage`): work that runs while the request's transaction is
+ * open joins it; work that runs after it ended runs on its own, as without
+ * the module. Start background work that must never join with `outside()`.
+ *
+ * @example
+ * constructor(private readonly tx: TransactionHost) {}
+ * create(dto: CreateOrderDto) { return this.tx.manager.save(Order, dto); }
+ */
+@Injectable()
+export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
+  private readonly storage = new AsyncLocalStorage<EntityManager>();
+  private unjoin?: () => void;
+
+  constructor(private readonly served: IdempotencyDataSource) {}
+
+  /**
+   * The current transaction's manager; throws `TransactionClosedError` when
+   * called from work that outlived it, and TypeORM's
+   * `QueryRunnerAlreadyReleasedError` (answered 503) once the transaction's
+   * connection was lost.
+   */
+  get manager(): EntityManager {
+    const manager = this.storage.getStore();
+    if (!manager) return this.served.dataSource.manager;
+    const runner = manager.queryRunner;
+    if (runner && !isOpen(runner)) throw connectionLost(runner) ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
+    return manager;
+  }
+
+  /** Whether the caller runs inside an idempotent request's transaction (or runs work that outlived it). */
+  get isTransactional(): boolean {
+    return this.storage.getStore() !== undefined;
+  }
+
+  /** Runs `work` with `manager` as the current transaction. */
+  run<T>(manager: EntityManager, work: () => T): T {
+    return this.storage.run(manager, work);
+  }
+
+  /**
+   * Runs `work`, and everything it starts, outside the current transaction:
+   * its writes commit on their own, whatever path they take, even if the
+   * request rolls back (an audit entry of the attempt, say). The module's
+   * own statements on the pool run so. Start timers and background loops
+   * with it when they may first be started inside a request.
+   *
+   * Awaited in a handler, a write in `work` takes a second pool connection
+   * while the request holds one: once every connection is held by a request
+   * waiting for its second, they wait for each other for good. Leave the
+   * pool headroom, or give such writes a pool of their own.
+   *
+   * @example
+   * // A buffered writer whose flush timer may start during an idempotent request:
+   * this.timer ??= this.tx.outside(() => setInterval(() => this.flush(), 1000));
+   */
+  outside<T>(work: () => T): T {
+    return this.storage.exit(work);
+  }
+
+  /** Makes the served DataSource's repositories and managers join the current transaction (see transaction-join.ts). */
+  onModuleInit(): void {
+    const dataSource = this.served.dataSource;
+    this.unjoin = joinTransactions(dataSource, () => this.joinable(dataSource));
+  }
+
+  /** After the HTTP server has closed, so no request in flight loses its join. */
+  onApplicationShutdown(): void {
+    this.unjoin?.();
+    this.unjoin = undefined;
+  }
+
+  /**
+   * The transaction of the caller on `dataSource`; none outside one or once
+   * it ended, so that everything runs as without the module. One that lost
+   * its connection stays the caller's: its writes fail on the released
+   * runner rather than commit on their own, apart from the outcome.
+   */
+  private joinable(dataSource: DataSource): QueryRunner | undefined {
+    const manager = this.storage.getStore();
+    // The default manager's own queryRunner is the joined one: reading it here would recurse.
+    if (!manager || manager === dataSource.manager || dataSourceOf(manager) !== dataSource) return undefined;
+    const runner = manager.queryRunner;
+    return runner && (isOpen(runner) || connectionLost(runner)) ? runner : undefined;
+  }
+}
+
+/** Whether a transaction runs on `runner`: the request's until its flow sends COMMIT or ROLLBACK, a user's until TypeORM ends it. */
+function isOpen(runner: QueryRunner): boolean {
+  return RequestTransaction.of(runner)?.isOpen ?? (!runner.isReleased && runner.isTransactionActive);
+}
+
+/** The connection failed inside the transaction: TypeORM released the runner before COMMIT or ROLLBACK. */
+function connectionLost(runner: QueryRunner): boolean {
+  return RequestTransaction.of(runner)?.connectionLost ?? (runner.isReleased && runner.isTransactionActive);
+}

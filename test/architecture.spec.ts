@@ -1,0 +1,37 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+interface Layer {
+  name: string;
+  folders: string[];
+  files?: string[];
+}
+
+// The layers `npm run lint:deps` enforces, as the rule file lists them.
+const { LAYERS } = createRequire(import.meta.url)('../.dependency-cruiser.cjs') as { LAYERS: Layer[] };
+const root = 'src/idempotency';
+const map = readFileSync('docs/architecture.md', 'utf8');
+
+/** The map's table of folders, as `layer folder` lines in its order: `cli/` stands for a folder, `index.ts` for a file. */
+function mapRows(): string[] {
+  return [...map.matchAll(/^\| ([a-z]+) \| `([^`]+)` \|/gm)].map(([, layer, place]) => `${layer} ${place}`);
+}
+
+describe('the code’s map (docs/architecture.md)', () => {
+  it('lists the layers of the rule file, folder by folder, in their order', () => {
+    const rules = LAYERS.flatMap((layer) => [...(layer.files ?? []), ...layer.folders.map((folder) => `${folder}/`)].map((place) => `${layer.name} ${place}`));
+    expect(mapRows()).toEqual(rules);
+  });
+
+  it('draws each layer with its folders, top to bottom', () => {
+    const drawn = [...map.matchAll(/^\s+(\w+)\["<b>(\w+)<\/b><br\/>([^"]+)"\]$/gm)].map(([, , name, places]) => `${name}: ${places}`);
+    expect(drawn).toEqual(LAYERS.map((layer) => `${layer.name}: ${[...(layer.files ?? []), ...layer.folders.map((folder) => `${folder}/`)].join(' · ')}`));
+  });
+
+  it('covers every folder of src/idempotency, and the root holds only index.ts and its spec besides them', () => {
+    const entries = readdirSync(root, { withFileTypes: true });
+    const folders = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    expect(folders.sort()).toEqual(LAYERS.flatMap((layer) => layer.folders).sort());
+    expect(entries.filter((entry) => entry.isFile()).map((entry) => entry.name).sort()).toEqual(['index.ts', 'public-api.spec.ts']);
+  });
+});
