@@ -1,12 +1,16 @@
 import type { LoggerService } from '@nestjs/common';
+import { Client, Pool, type PoolClient } from 'pg';
 import request from 'supertest';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { pgbouncerBinary, startPgbouncer, type PrivatePgbouncer } from './support/pgbouncer.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+import { NamedStatementsProbe } from '../src/idempotency/driver/named-statements.js';
+import type { ResolvedModuleOptions } from '../src/idempotency/options/idempotency.options.js';
+import type { IdempotencyDataSource } from '../src/idempotency/transactions/idempotency-data-source.js';
 
 const PGBOUNCER = pgbouncerBinary();
-if (!PGBOUNCER) console.log('pgbouncer.e2e-spec: skipped, no pgbouncer binary (apt-get install pgbouncer, or set PGBOUNCER_BINARY)');
+if (!PGBOUNCER) console.log('pgbouncer.e2e-spec: the PgBouncer suites skip, no pgbouncer binary (apt-get install pgbouncer, or set PGBOUNCER_BINARY)');
 
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
@@ -83,3 +87,67 @@ describe.skipIf(!PGBOUNCER).each(HTTP_ADAPTERS.flatMap((adapter) => [false, true
     });
   },
 );
+
+/**
+ * The startup probe itself, on a pg Pool as TypeORM's postgres driver holds
+ * one. Under load, other work at startup (the module's own compatibility
+ * check, the app's providers) ends transactions while the probe runs, and a
+ * pooler hands the freed server connections on first.
+ */
+describe('the named-statements probe', () => {
+  let db: TestDatabase;
+  const pools: Pool[] = [];
+  const options = () => ({ preparedStatements: true, claimDriver: 'pg' }) as ResolvedModuleOptions;
+
+  /** A pool to `url` that counts its connects, and runs `beforeConnect(n)` before the n-th. */
+  function countingPool(url: string, beforeConnect: (n: number) => Promise<void> = async () => undefined) {
+    const pool = new Pool({ connectionString: url, max: 8 });
+    pools.push(pool);
+    const connect = pool.connect.bind(pool) as () => Promise<PoolClient>;
+    const counted = { connects: 0, pool };
+    Object.assign(pool, { connect: async () => (await beforeConnect(++counted.connects), connect()) });
+    return counted;
+  }
+  const probeOn = (pool: Pool, resolved: ResolvedModuleOptions) =>
+    new NamedStatementsProbe({ dataSource: { driver: { master: pool } } } as unknown as IdempotencyDataSource, resolved).onModuleInit();
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await Promise.all(pools.filter((pool) => !pool.ended).map((pool) => pool.end()));
+    await db?.drop();
+  });
+
+  it('keeps named statements on PostgreSQL itself, with one connection', async () => {
+    const counted = countingPool(db.url);
+    const resolved = options();
+    await probeOn(counted.pool, resolved);
+    expect(resolved.preparedStatements).toBe(true);
+    expect(counted.connects).toBe(1);
+  });
+
+  it.skipIf(!PGBOUNCER)('finds them lost behind PgBouncer even when another transaction ends while it probes', async () => {
+    const bouncer = await startPgbouncer(PGBOUNCER!, db.url);
+    const url = bouncer.urlFor(db.url);
+    // Another piece of startup work, in a transaction on a server connection of its own...
+    const elsewhere = new Client({ connectionString: url });
+    // ...which ends just after the probe prepared its statement, so that its server connection is the one freed last.
+    const counted = countingPool(url, async (n) => {
+      if (n === 2) await elsewhere.query('COMMIT');
+    });
+    try {
+      await elsewhere.connect();
+      await elsewhere.query('BEGIN');
+      await elsewhere.query('SELECT 1');
+      const resolved = options();
+      await probeOn(counted.pool, resolved);
+      expect(resolved.preparedStatements).toBe(false);
+    } finally {
+      // Before PgBouncer stops, which would end their connections under them.
+      await counted.pool.end();
+      await elsewhere.end();
+      await bouncer.stop();
+    }
+  });
+});

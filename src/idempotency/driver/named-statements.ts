@@ -18,6 +18,12 @@ interface PgPool {
 interface PgPoolClient {
   query(statement: string | { name: string; text: string; values: unknown[] }): Promise<unknown>;
   release(): void;
+  /** The server process the connection was opened to, from its BackendKeyData. */
+  processID: number | null;
+}
+
+interface PidResult {
+  rows: Array<{ pid: number }>;
 }
 
 /**
@@ -53,12 +59,15 @@ export function unnamedAfter(error: unknown, options: { preparedStatements: bool
  * which is the hardest failure to see in production.
  *
  * The probe prepares a statement of a name of its own in a transaction of one
- * connection, holds a transaction open on a second (so a pooler hands the
- * first another server connection, its most recently freed being taken),
- * and runs the statement again on the first. Directly on PostgreSQL, or
- * behind a pooler that keeps prepared statements, it runs; otherwise it
- * fails with SQLSTATE 26000. A probe that cannot decide changes nothing, and
- * a statement lost later still turns them off (`unnamedAfter`).
+ * connection and reads the server process it ran on. When that is the
+ * process the connection was opened to, the app talks to PostgreSQL itself,
+ * and a statement lives as long as its connection. Otherwise a pooler sits
+ * between: the probe holds transactions open on other connections, one more
+ * at a time, until a transaction of the first lands on another server
+ * process, and runs the statement there. Behind a pooler that keeps
+ * prepared statements it runs; otherwise it fails with SQLSTATE 26000. A
+ * probe that cannot decide changes nothing, and a statement lost later
+ * still turns them off (`unnamedAfter`).
  */
 @Injectable()
 export class NamedStatementsProbe implements OnModuleInit {
@@ -71,38 +80,58 @@ export class NamedStatementsProbe implements OnModuleInit {
     if (!this.options.preparedStatements || this.options.claimDriver !== 'pg') return;
     const pool = (this.served.dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
     // Two connections at once: a pool of one would have the probe wait for itself.
-    if (typeof pool?.connect !== 'function' || (pool.options?.max ?? 10) < 2) return;
-    const lost = await probe(pool as PgPool).catch(() => undefined);
+    const size = pool?.options?.max ?? 10;
+    if (typeof pool?.connect !== 'function' || size < 2) return;
+    const lost = await probe(pool as PgPool, Math.min(size - 1, MOST_HELD)).catch(() => undefined);
     if (lost) unnamedAfter(lost, this.options);
   }
 }
 
-/** The error of a named statement run again after another transaction held a server connection; undefined when it ran. */
-async function probe(pool: PgPool): Promise<unknown> {
+/**
+ * The most transactions the probe holds open at once. A pooler hands a new
+ * transaction the server connection freed most recently (PgBouncer's
+ * default), so one held transaction usually takes the first's server
+ * connection; each further one covers a connection that some other work
+ * freed in between.
+ */
+const MOST_HELD = 4;
+
+/** The error of a named statement run again on another server process; undefined when it ran, or when no other process was reached. */
+async function probe(pool: PgPool, mostHeld: number): Promise<unknown> {
   const first = await pool.connect();
-  let second: PgPoolClient | undefined;
+  const held: PgPoolClient[] = [];
+  // A name of its own, and none of the module's: nothing else ever runs it.
+  const statement = { name: `named-statements-probe-${randomBytes(6).toString('hex')}`, text: 'SELECT pg_backend_pid() AS pid', values: [] };
+  const serverProcess = async () => ((await first.query('SELECT pg_backend_pid() AS pid')) as PidResult).rows[0].pid;
   try {
-    // A name of its own, and none of the module's: nothing else ever runs it.
-    const statement = { name: `named-statements-probe-${randomBytes(6).toString('hex')}`, text: 'SELECT 1', values: [] };
     await first.query('BEGIN');
-    await first.query(statement);
+    const prepared = ((await first.query(statement)) as PidResult).rows[0].pid;
     await first.query('COMMIT');
-    second = await pool.connect();
-    await second.query('BEGIN');
-    await second.query('SELECT 1');
-    await first.query('BEGIN');
-    try {
-      await first.query(statement);
-      return undefined;
-    } catch (error) {
-      return error;
-    } finally {
-      await first.query('ROLLBACK').catch(() => undefined);
-      await second.query('ROLLBACK').catch(() => undefined);
-      await first.query(`DEALLOCATE "${statement.name}"`).catch(() => undefined);
+    // The process the server named when the connection opened: a pooler names one of its own.
+    if (first.processID === prepared) return undefined;
+    while (held.length < mostHeld) {
+      const other = await pool.connect();
+      held.push(other);
+      await other.query('BEGIN');
+      await other.query('SELECT 1');
+      await first.query('BEGIN');
+      try {
+        if ((await serverProcess()) === prepared) continue;
+        await first.query(statement);
+        return undefined;
+      } catch (error) {
+        return error;
+      } finally {
+        await first.query('ROLLBACK').catch(() => undefined);
+      }
     }
+    return undefined;
   } finally {
+    for (const other of held) {
+      await other.query('ROLLBACK').catch(() => undefined);
+      other.release();
+    }
+    await first.query(`DEALLOCATE "${statement.name}"`).catch(() => undefined);
     first.release();
-    second?.release();
   }
 }
