@@ -45,7 +45,7 @@ export function fieldsJsonOf(fields: unknown): string | undefined {
   }
 }
 
-/** A body the module read itself (see request-body.ts): fingerprinted in place of `request.body`. */
+/** A body the module read itself (see http/request-body.ts): fingerprinted in place of `request.body`. */
 export interface ReadBody {
   body: unknown;
 }

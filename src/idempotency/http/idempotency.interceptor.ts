@@ -21,7 +21,7 @@ const entered = new WeakSet<object>();
 /**
  * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the
  * key, answer from the cache or the fast read, else hand the request to its
- * flow (one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
+ * flow (flow/one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
  * attempt event of the request, send. A message handler's call (`rpc`) goes
  * to `IdempotentMessageInterceptor`: one interceptor bound per handler, as
  * each one bound costs every request a layer of Nest's interceptor chain.

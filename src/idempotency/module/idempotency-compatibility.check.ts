@@ -23,7 +23,7 @@ const JOINED_PATHS: ReadonlyArray<readonly [path: string, askBackend: (dataSourc
 /**
  * Refuses to start where the module cannot keep its guarantee: on a Nest or
  * TypeORM outside the ranges it supports, and wherever the transaction join
- * (transaction-join.ts, which relies on TypeORM's internals) does not work.
+ * (transactions/transaction-join.ts, which relies on TypeORM's internals) does not work.
  * The join is proved, not assumed: inside a transaction made current as a
  * request's is, a statement down each path Nest code writes by must run on
  * that transaction's connection. Where one does not, a handler's writes
