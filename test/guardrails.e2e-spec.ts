@@ -14,6 +14,8 @@ import {
   type Type,
   UseGuards,
   UseInterceptors,
+  Version,
+  VersioningType,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
@@ -100,6 +102,75 @@ class NotesController {
 @Module({ controllers: [NotesController], providers: [Ledger, UserFromHeader] })
 class NotesModule {}
 
+/** One handler on two paths: a refund and a charge, told apart by the path alone. */
+@Controller('payments')
+class TwoPathsController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post(['refund', 'charge'])
+  @Idempotent()
+  move(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+@Controller('payments')
+class NamedTwoPathsController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post(['refund', 'charge'])
+  @Idempotent({ operation: 'payment moves' })
+  move(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+/** Two controllers on one path, told apart by host: their derived operations are the same. */
+@Controller({ path: 'orders', host: 'shop.example' })
+class ShopOrdersController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Idempotent()
+  create(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+@Controller({ path: 'orders', host: 'admin.example' })
+class AdminOrdersController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Idempotent()
+  create(@Body() body: { label: string }) {
+    return this.ledger.write(body.label);
+  }
+}
+
+/** Two versions of one route, on one path under header versioning. */
+@Controller('quotes')
+class QuotesController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Version('1')
+  @Idempotent()
+  async v1(@Body() body: { label: string }) {
+    return { version: 1, ...(await this.ledger.write(body.label)) };
+  }
+
+  @Post()
+  @Version('2')
+  @Idempotent()
+  async v2(@Body() body: { label: string }) {
+    return { version: 2, ...(await this.ledger.write(body.label)) };
+  }
+}
+
+@Module({ controllers: [QuotesController], providers: [Ledger] })
+class QuotesModule {}
+
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
   readonly warnings: Array<{ message: string; context: string }> = [];
@@ -110,7 +181,7 @@ class WarningLog implements LoggerService {
   }
 }
 
-describe('interceptors around @Idempotent() routes, at startup', () => {
+describe('@Idempotent() routes, checked at startup', () => {
   let db: TestDatabase;
 
   beforeAll(async () => {
@@ -229,6 +300,20 @@ describe('interceptors around @Idempotent() routes, at startup', () => {
     }
     expect(await boot({ controllers: [InsideController] })).toBeUndefined();
   });
+
+  it('refuses a handler that serves several paths under one derived operation, and starts once the operation is named', async () => {
+    const error = await boot({ controllers: [TwoPathsController] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('TwoPathsController.move: the handler serves several paths (/payments/refund, /payments/charge)');
+    expect(error?.message).toContain("@Idempotent({ operation: '…' })");
+    expect(await boot({ controllers: [NamedTwoPathsController] })).toBeUndefined();
+  });
+
+  it('refuses two handlers whose derived operations are the same, naming both', async () => {
+    const error = await boot({ controllers: [ShopOrdersController, AdminOrdersController] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('@Idempotent() on AdminOrdersController.create and on ShopOrdersController.create: both have the operation "POST /orders"');
+  });
 });
 
 describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
@@ -259,6 +344,25 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(first.text);
       expect(RequestCounter.seen).toBe(seen + 2);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('gives each API version of a route its own operation: a key sent to version 1 runs version 2 afresh', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const running = await startApp(
+      { imports: [typeorm, idempotency, QuotesModule] },
+      { adapter, configure: (app) => app.enableVersioning({ type: VersioningType.HEADER, header: 'X-Api-Version' }) },
+    );
+    try {
+      const send = (version: string) =>
+        request(running.url).post('/quotes').set('X-Api-Version', version).set('X-Tenant', 'acme').set('Idempotency-Key', `${adapter}-quote`).send({ label: `quote-${adapter}` });
+      const first = await send('1');
+      const second = await send('2');
+      expect([first.status, first.body.version]).toEqual([201, 1]);
+      expect([second.status, second.body.version, second.headers['idempotent-replayed']]).toEqual([201, 2, undefined]);
+      expect((await send('1')).text).toBe(first.text);
     } finally {
       await running.close();
     }

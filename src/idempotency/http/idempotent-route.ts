@@ -3,7 +3,7 @@ import { type AbstractHttpAdapter, Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from '../errors/idempotency.exceptions.js';
 import { checkedClaimMode, type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
-import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA } from './nest-internals.js';
+import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from '../graphql/graphql-call.js';
 import type { OneTransactionTerms } from '../flow/one-transaction.flow.js';
 import { captureSuccess } from '../outcome/outcome-capture.js';
@@ -14,6 +14,11 @@ import { fingerprintFieldsOf, fingerprintRequest, type ReadBody, readsBody } fro
 /** Everything the request flow needs about one route, worked out once. */
 export interface IdempotentRoute {
   operation: string;
+  /**
+   * The paths the operation was derived from, when `@Idempotent()` named none:
+   * one path template per path the handler serves. Unset for a named operation.
+   */
+  derivedFrom?: readonly string[];
   headerName: string;
   required: boolean;
   retention: number;
@@ -152,7 +157,9 @@ export class IdempotentRoutes {
     if (options.phases && options.claim === 'at-commit') {
       throw new IdempotencyConfigurationError(`${where}: a phased route commits its claim first, under a lease; claim: 'at-commit' is for one-transaction routes.`);
     }
-    const operation = options.operation ?? mutationOperationOf(handler) ?? `${RequestMethod[method]} ${routeTemplate(controller, handler)}`;
+    const mutation = mutationOperationOf(handler);
+    const paths = options.operation === undefined && mutation === undefined ? routeTemplates(controller, handler) : undefined;
+    const operation = options.operation ?? mutation ?? `${RequestMethod[method]} ${paths![0]}${versionLabel(controller, handler)}`;
     const tenantOf = this.options.tenant;
     const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
@@ -160,6 +167,7 @@ export class IdempotentRoutes {
     if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));
     return {
       operation,
+      derivedFrom: paths,
       headerName: this.options.headerName,
       required: options.required ?? true,
       retention,
@@ -244,9 +252,26 @@ function isClientError(status: number): boolean {
   return Number.isInteger(status) && status >= 400 && status <= 499;
 }
 
-/** `/orders/:id/payments` from the controller's and the method's paths. */
-function routeTemplate(controller: Function, handler: Function): string {
-  const first = (path: string | string[] | undefined) => (Array.isArray(path) ? path[0] : path) ?? '';
-  const joined = `/${first(Reflect.getMetadata(PATH_METADATA, controller))}/${first(Reflect.getMetadata(PATH_METADATA, handler))}`;
-  return joined.replace(/\/+/g, '/').replace(/(.)\/$/, '$1');
+/**
+ * `/orders/:id/payments` from the controller's and the method's paths: one
+ * template for each path the handler serves (either may list several).
+ */
+function routeTemplates(controller: Function, handler: Function): string[] {
+  const all = (path: string | string[] | undefined) => (Array.isArray(path) ? (path.length > 0 ? path : ['']) : [path ?? '']);
+  const templates = all(Reflect.getMetadata(PATH_METADATA, controller)).flatMap((outer) =>
+    all(Reflect.getMetadata(PATH_METADATA, handler)).map((inner) => `/${outer}/${inner}`.replace(/\/+/g, '/').replace(/(.)\/$/, '$1')),
+  );
+  return [...new Set(templates)];
+}
+
+/**
+ * ` (version 2)` for a handler or controller of a versioned API: `@Version()`
+ * or `@Controller({ version })`. Handlers of two versions may share a path
+ * (header or media-type versioning) and must not share keys.
+ */
+function versionLabel(controller: Function, handler: Function): string {
+  const version: unknown = Reflect.getMetadata(VERSION_METADATA, handler) ?? Reflect.getMetadata(VERSION_METADATA, controller);
+  if (version === undefined) return '';
+  const versions = (Array.isArray(version) ? version : [version]).map((value) => (typeof value === 'symbol' ? 'neutral' : String(value)));
+  return ` (version ${versions.join(', ')})`;
 }

@@ -20,6 +20,7 @@ export const INTERCEPTORS_METADATA = '__interceptors__';
 export const ROUTE_ARGS_METADATA = '__routeArguments__';
 export const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const SSE_METADATA = '__sse__';
+export const VERSION_METADATA = '__version__';
 
 /** The kinds of Nest's parameter decorators that hand a handler the response, as `ROUTE_ARGS_METADATA` numbers them. */
 export const RouteParamtypes = { RESPONSE: 1, NEXT: 2 } as const;

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { IdempotentRoutes } from '../http/idempotent-route.js';
+import { type IdempotentRoute, IdempotentRoutes } from '../http/idempotent-route.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -25,6 +25,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
   // Runs in init(), after Nest registered the routes with their interceptors.
   onModuleInit(): void {
     const operations: string[] = [];
+    const handlersOf = new Map<string, { handler: string; derived: boolean }>();
     const around: Around[] = [];
     for (const wrapper of this.discovery.getControllers()) {
       const controller = wrapper.metatype as Function | null;
@@ -34,6 +35,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         const route = this.routes.of(controller, handler);
         if (!route) continue;
         operations.push(route.operation);
+        checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
@@ -76,6 +78,31 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       );
     }
   }
+}
+
+/**
+ * Keys are scoped by operation, so two handlers that share one would replay
+ * each other's answers. The operation the module derives from a route (its
+ * method, path template and API version) leaves out what else tells routes
+ * apart (RouterModule's module paths, hosts) and each path of a handler that
+ * serves several: refuse those, naming the fix, rather than share keys no
+ * one chose to share. Operations named in `@Idempotent()` may be shared.
+ */
+function checkOperationIsOwn(handler: string, route: IdempotentRoute, handlersOf: Map<string, { handler: string; derived: boolean }>): void {
+  const derived = route.derivedFrom !== undefined;
+  const fix = `name it: @Idempotent({ operation: '…' }) on ${handler}`;
+  if (route.derivedFrom && route.derivedFrom.length > 1) {
+    throw new IdempotencyConfigurationError(
+      `@Idempotent() on ${handler}: the handler serves several paths (${route.derivedFrom.join(', ')}), and the operation derived from the first, "${route.operation}", would let a key sent to one path replay the answer of another. Give each path a handler of its own, or, to share keys between the paths on purpose, ${fix}.`,
+    );
+  }
+  const other = handlersOf.get(route.operation);
+  if (other && other.handler !== handler && (derived || other.derived)) {
+    throw new IdempotencyConfigurationError(
+      `@Idempotent() on ${handler} and on ${other.handler}: both have the operation "${route.operation}", so a key sent to one would replay the answer of the other (routes told apart by RouterModule's module paths or by host share a path template). Give each its own operation: ${fix}, or set it on ${other.handler}.`,
+    );
+  }
+  handlersOf.set(route.operation, { handler, derived });
 }
 
 /** An interceptor around a route, and the route's names for the message. */
