@@ -32,6 +32,22 @@ describe('bodyValueOf: what the fingerprint sees of a body no parser read', () =
     expect(await bodyValueOf(Buffer.from([0, 1, 2, 254]), headersFor('application/octet-stream'))).not.toEqual(value);
   });
 
+  it('gives text, JSON and forms that are not UTF-8 by their bytes, so that two such bodies never read alike', async () => {
+    // "100 €" and "100 £" in windows-1252, "café" and "cafè" in latin-1: decoded as UTF-8, each pair read as one text.
+    for (const [type, one, other] of [
+      ['text/csv; charset=windows-1252', [0x31, 0x30, 0x30, 0x20, 0x80], [0x31, 0x30, 0x30, 0x20, 0xa3]],
+      ['text/plain; charset=iso-8859-1', [0x63, 0x61, 0x66, 0xe9], [0x63, 0x61, 0x66, 0xe8]],
+      ['application/json', [0x22, 0xff, 0x22], [0x22, 0xfe, 0x22]],
+      ['application/x-www-form-urlencoded', [0x61, 0x3d, 0xff], [0x61, 0x3d, 0xfe]],
+    ] as const) {
+      const value = await bodyValueOf(Buffer.from(one), headersFor(type));
+      expect({ type, value }).toEqual({ type, value: { size: one.length, sha256: createHash('sha256').update(Buffer.from(one)).digest('hex') } });
+      expect(await bodyValueOf(Buffer.from(other), headersFor(type))).not.toEqual(value);
+    }
+    // U+FFFD written out is UTF-8 text, and stays text: not the bytes it would replace.
+    expect(await bodyValueOf(Buffer.from('a\uFFFD'), headersFor('text/plain'))).toBe('a\uFFFD');
+  });
+
   it('reads multipart by its parts: the boundary does not count, a field or a file does', async () => {
     const parts = [
       { name: 'amount', value: '10' },

@@ -1,4 +1,5 @@
 import busboy from 'busboy';
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { IdempotencyBodyNotFingerprintedException, IdempotencyBodyTooLargeException } from '../errors/idempotency.exceptions.js';
@@ -88,21 +89,25 @@ export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<Inco
  *   size and SHA-256 (the boundary, which clients draw anew per request, does not count);
  * - JSON: the parsed value; `application/x-www-form-urlencoded`: the fields by name;
  * - `text/*`: the text;
- * - anything else: its size and SHA-256.
+ * - anything else, and any of these that is not UTF-8: its size and SHA-256.
  * A field or file name given more than once keeps every value, in order.
  */
 export async function bodyValueOf(bytes: Buffer, headers: IncomingHttpHeaders): Promise<unknown> {
   const type = (headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
   if (type === 'multipart/form-data') return multipartValueOf(bytes, headers);
+  // Text that is not UTF-8 (another charset, or broken) goes by its bytes: decoded, every bad sequence
+  // would read as U+FFFD, and two different bodies as one.
+  const text = isUtf8(bytes) ? bytes.toString('utf8') : undefined;
+  if (text === undefined) return digestOf(bytes);
   if (type === 'application/json' || type.endsWith('+json')) {
     try {
-      return JSON.parse(bytes.toString('utf8'));
+      return JSON.parse(text);
     } catch {
       return digestOf(bytes);
     }
   }
-  if (type === 'application/x-www-form-urlencoded') return byName(new URLSearchParams(bytes.toString('utf8')));
-  if (type.startsWith('text/')) return bytes.toString('utf8');
+  if (type === 'application/x-www-form-urlencoded') return byName(new URLSearchParams(text));
+  if (type.startsWith('text/')) return text;
   return digestOf(bytes);
 }
 
