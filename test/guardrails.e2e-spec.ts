@@ -14,6 +14,8 @@ import {
   type Type,
   UseGuards,
   UseInterceptors,
+  Redirect,
+  Render,
   Version,
   VersioningType,
 } from '@nestjs/common';
@@ -171,6 +173,26 @@ class QuotesController {
 @Module({ controllers: [QuotesController], providers: [Ledger] })
 class QuotesModule {}
 
+@Controller('pages')
+class RenderedController {
+  @Post()
+  @Render('page')
+  @Idempotent()
+  show() {
+    return { who: 'world' };
+  }
+}
+
+@Controller('moves')
+class RedirectingController {
+  @Post()
+  @Redirect('/moves/default', 302)
+  @Idempotent()
+  move() {
+    return { url: '/moves/elsewhere', statusCode: 303 };
+  }
+}
+
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
   readonly warnings: Array<{ message: string; context: string }> = [];
@@ -299,6 +321,16 @@ describe('@Idempotent() routes, checked at startup', () => {
       }
     }
     expect(await boot({ controllers: [InsideController] })).toBeUndefined();
+  });
+
+  it('refuses @Render() and @Redirect(), which read the handler’s result after the module has recorded it as text', async () => {
+    const rendered = await boot({ controllers: [RenderedController] });
+    expect(rendered).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(rendered?.message).toContain('@Idempotent() on RenderedController.show: @Render() passes the handler');
+    const redirecting = await boot({ controllers: [RedirectingController] });
+    expect(redirecting).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(redirecting?.message).toContain('@Idempotent() on RedirectingController.move: @Redirect() reads its URL');
+    expect(redirecting?.message).toContain('a Location header');
   });
 
   it('refuses a handler that serves several paths under one derived operation, and starts once the operation is named', async () => {

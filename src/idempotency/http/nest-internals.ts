@@ -21,6 +21,8 @@ export const ROUTE_ARGS_METADATA = '__routeArguments__';
 export const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const SSE_METADATA = '__sse__';
 export const VERSION_METADATA = '__version__';
+export const RENDER_METADATA = '__renderTemplate__';
+export const REDIRECT_METADATA = '__redirect__';
 
 /** The kinds of Nest's parameter decorators that hand a handler the response, as `ROUTE_ARGS_METADATA` numbers them. */
 export const RouteParamtypes = { RESPONSE: 1, NEXT: 2 } as const;

@@ -5,7 +5,7 @@ import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { globalInterceptors, type InterceptorAround, isKnownReshaper, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
-import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from '../http/nest-internals.js';
+import { REDIRECT_METADATA, RENDER_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from '../http/nest-internals.js';
 
 /**
  * Checks every `@Idempotent()` route at startup, so that a route whose
@@ -61,6 +61,17 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     const leaveOut = byClass ? ' Or leave the handler out with @SkipIdempotency().' : '';
     if (Reflect.getMetadata(SSE_METADATA, handler)) {
       throw new IdempotencyConfigurationError(`${where}: server-sent events cannot be recorded or replayed. Remove @Idempotent() or @Sse().${leaveOut}`);
+    }
+    // Nest renders or redirects with what the handler returned, after the module made it the recorded text.
+    if (Reflect.getMetadata(RENDER_METADATA, handler) !== undefined) {
+      throw new IdempotencyConfigurationError(
+        `${where}: @Render() passes the handler's result to a view engine after the module has recorded it as text, so the view would get a string. Return the rendered HTML from the handler instead, or remove @Idempotent().${leaveOut}`,
+      );
+    }
+    if (Reflect.getMetadata(REDIRECT_METADATA, handler) !== undefined) {
+      throw new IdempotencyConfigurationError(
+        `${where}: @Redirect() reads its URL from the handler's result after the module has recorded it as text, so a URL the handler returns would be ignored. Answer with @HttpCode() and a Location header (@Header(), or @Res({ passthrough: true })), which the module replays, instead of @Redirect().${leaveOut}`,
+      );
     }
     const params: Record<string, { index: number }> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, name) ?? {};
     const takesResponse = Object.keys(params).some((key) => {
