@@ -400,6 +400,20 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
     }
   });
 
+  it('sends and replays a body with its content type when replayHeaders leaves Content-Type out', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { replayHeaders: ['Location'], tenant: undefined });
+    const running = await start([typeorm, idempotency, NotesModule]);
+    try {
+      const send = () => request(running.url).post('/notes/a').set('Idempotency-Key', `${adapter}-typed`).send({ label: `typed-${adapter}` });
+      const first = await send();
+      const replay = await send();
+      expect([first.status, first.headers['content-type']]).toEqual([201, 'application/json; charset=utf-8']);
+      expect([replay.headers['idempotent-replayed'], replay.headers['content-type'], replay.text]).toEqual(['true', first.headers['content-type'], first.text]);
+    } finally {
+      await running.close();
+    }
+  });
+
   it('warns once per handler when requests carry req.user but no tenant resolver is configured', async () => {
     const log = new WarningLog();
     const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });

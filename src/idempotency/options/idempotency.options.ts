@@ -28,7 +28,8 @@ export interface IdempotencyModuleOptions {
   tenant?: (request: any) => string | undefined | null;
   /**
    * Response headers recorded and replayed. Default `Location`,
-   * `Content-Type` and `ETag`. `Set-Cookie` is never replayed.
+   * `Content-Type` and `ETag`. `Set-Cookie` is never replayed. A body's
+   * `Content-Type` is recorded with it even when the list leaves it out.
    */
   replayHeaders?: readonly string[];
   /**

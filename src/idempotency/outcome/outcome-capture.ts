@@ -27,7 +27,8 @@ export function captureSuccess(result: unknown, route: { successStatus: number; 
 /**
  * The outcome of a success with `status`: the body as the exact text to
  * send (JSON for objects, a string as is), and the allowlisted headers that
- * `headerOf` (by lower-case name) gives, plus a default content type.
+ * `headerOf` (by lower-case name) gives, and the body's content type (the
+ * one the handler set, else a default), allowlisted or not.
  */
 export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, replayHeaders: readonly string[]): RecordedOutcome {
   const unstorable = describeUnstorable(result);
@@ -38,8 +39,11 @@ export function successOutcome(status: number, result: unknown, headerOf: (name:
     const value = headerOf(name);
     if (value !== undefined) headers[name] = String(value);
   }
-  if (body !== null && replayHeaders.includes('content-type')) {
-    headers['content-type'] ??= typeof result === 'string' ? 'text/plain; charset=utf-8' : JSON_CONTENT;
+  // The body's type goes with it whatever the allowlist says: the module sends the body as text, which
+  // Express would otherwise label text/html.
+  if (body !== null) {
+    const set = headerOf('content-type');
+    headers['content-type'] ??= set !== undefined ? String(set) : typeof result === 'string' ? 'text/plain; charset=utf-8' : JSON_CONTENT;
   }
   return { status, headers, body };
 }
