@@ -1,10 +1,14 @@
 import {
+  type ArgumentsHost,
   Body,
   type CallHandler,
+  Catch,
   type CanActivate,
   ClassSerializerInterceptor,
   Controller,
+  type ExceptionFilter,
   type ExecutionContext,
+  HttpException,
   Injectable,
   type LoggerService,
   Module,
@@ -12,10 +16,12 @@ import {
   Post,
   type Provider,
   type Type,
+  UseFilters,
   UseGuards,
   UseInterceptors,
   Redirect,
   Render,
+  Res,
   Version,
   VersioningType,
 } from '@nestjs/common';
@@ -193,6 +199,42 @@ class RedirectingController {
   }
 }
 
+/** The Nest docs' catch-all filter: every error as JSON with its status, 500 for what is not an HttpException. */
+@Catch()
+class EveryErrorFilter implements ExceptionFilter {
+  catch(error: unknown, host: ArgumentsHost): void {
+    const status = error instanceof HttpException ? error.getStatus() : 500;
+    host.switchToHttp().getResponse().status(status).json({ caughtBy: 'EveryErrorFilter', status });
+  }
+}
+
+@Controller('filtered')
+class FilterAboveController {
+  @Post()
+  @UseFilters(EveryErrorFilter)
+  @Idempotent()
+  accept(@Res({ passthrough: true }) response: { status(code: number): void }) {
+    response.status(202);
+    return { accepted: true };
+  }
+}
+
+@Controller('filtered')
+class FilterBelowController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Idempotent()
+  @UseFilters(EveryErrorFilter)
+  async accept(@Body() body: { label: string }, @Res({ passthrough: true }) response: { status(code: number): void }) {
+    response.status(202);
+    return this.ledger.write(body.label);
+  }
+}
+
+@Module({ controllers: [FilterBelowController], providers: [Ledger] })
+class FilterBelowModule {}
+
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
   readonly warnings: Array<{ message: string; context: string }> = [];
@@ -333,6 +375,14 @@ describe('@Idempotent() routes, checked at startup', () => {
     expect(redirecting?.message).toContain('a Location header');
   });
 
+  it('refuses a catch-all exception filter that Nest would ask before the module’s, and starts with it written below @Idempotent()', async () => {
+    const error = await boot({ controllers: [FilterAboveController] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('@Idempotent() on FilterAboveController.accept: EveryErrorFilter catches every error and Nest asks it before the module');
+    expect(error?.message).toContain('Write @UseFilters(EveryErrorFilter) below @Idempotent()');
+    expect(await boot({ controllers: [FilterBelowController] })).toBeUndefined();
+  });
+
   it('refuses a handler that serves several paths under one derived operation, and starts once the operation is named', async () => {
     const error = await boot({ controllers: [TwoPathsController] });
     expect(error).toBeInstanceOf(IdempotencyConfigurationError);
@@ -409,6 +459,19 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
       const replay = await send();
       expect([first.status, first.headers['content-type']]).toEqual([201, 'application/json; charset=utf-8']);
       expect([replay.headers['idempotent-replayed'], replay.headers['content-type'], replay.text]).toEqual(['true', first.headers['content-type'], first.text]);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('answers and replays a 202 through a catch-all filter written below @Idempotent()', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url);
+    const running = await start([typeorm, idempotency, FilterBelowModule]);
+    try {
+      const send = () => request(running.url).post('/filtered').set('X-Tenant', 'acme').set('Idempotency-Key', `${adapter}-filtered`).send({ label: `filtered-${adapter}` });
+      const first = await send();
+      const replay = await send();
+      expect([first.status, replay.status, replay.headers['idempotent-replayed'], replay.text]).toEqual([202, 202, 'true', first.text]);
     } finally {
       await running.close();
     }

@@ -30,7 +30,7 @@ class CartsController {
 
 describe('the Nest metadata keys the module reads by value', () => {
   it('are the installed Nest’s own', () => {
-    for (const key of ['PATH_METADATA', 'METHOD_METADATA', 'HTTP_CODE_METADATA', 'INTERCEPTORS_METADATA', 'ROUTE_ARGS_METADATA', 'RESPONSE_PASSTHROUGH_METADATA', 'SSE_METADATA', 'VERSION_METADATA', 'RENDER_METADATA', 'REDIRECT_METADATA'] as const) {
+    for (const key of ['PATH_METADATA', 'METHOD_METADATA', 'HTTP_CODE_METADATA', 'INTERCEPTORS_METADATA', 'ROUTE_ARGS_METADATA', 'RESPONSE_PASSTHROUGH_METADATA', 'SSE_METADATA', 'VERSION_METADATA', 'RENDER_METADATA', 'REDIRECT_METADATA', 'EXCEPTION_FILTERS_METADATA', 'FILTER_CATCH_EXCEPTIONS'] as const) {
       expect({ key, value: internals[key] }).toEqual({ key, value: common[key] });
     }
     expect(internals.RouteParamtypes).toEqual({ RESPONSE: NestRouteParamtypes.RESPONSE, NEXT: NestRouteParamtypes.NEXT });

@@ -23,6 +23,8 @@ export const SSE_METADATA = '__sse__';
 export const VERSION_METADATA = '__version__';
 export const RENDER_METADATA = '__renderTemplate__';
 export const REDIRECT_METADATA = '__redirect__';
+export const EXCEPTION_FILTERS_METADATA = '__exceptionFilters__';
+export const FILTER_CATCH_EXCEPTIONS = '__filterCatchExceptions__';
 
 /** The kinds of Nest's parameter decorators that hand a handler the response, as `ROUTE_ARGS_METADATA` numbers them. */
 export const RouteParamtypes = { RESPONSE: 1, NEXT: 2 } as const;

@@ -5,7 +5,18 @@ import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { globalInterceptors, type InterceptorAround, isKnownReshaper, isVouchedFor, nameOf, routeInterceptorsAround } from './interceptors-around.js';
-import { REDIRECT_METADATA, RENDER_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, RouteParamtypes, SSE_METADATA } from '../http/nest-internals.js';
+import { IdempotencyFilter } from '../http/idempotency.filter.js';
+import {
+  EXCEPTION_FILTERS_METADATA,
+  FILTER_CATCH_EXCEPTIONS,
+  REDIRECT_METADATA,
+  RENDER_METADATA,
+  RESPONSE_PASSTHROUGH_METADATA,
+  ROUTE_ARGS_METADATA,
+  RouteParamtypes,
+  SSE_METADATA,
+} from '../http/nest-internals.js';
+import { RecordedOutcomeResponse } from '../outcome/recorded-outcome.js';
 
 /**
  * Checks every `@Idempotent()` route at startup, so that a route whose
@@ -36,6 +47,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         if (!route) continue;
         operations.push(route.operation);
         checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
+        checkNoFilterCatchesFirst(controller, name, handler);
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
@@ -114,6 +126,35 @@ function checkOperationIsOwn(handler: string, route: IdempotentRoute, handlersOf
     );
   }
   handlersOf.set(route.operation, { handler, derived });
+}
+
+/**
+ * The module answers a recorded outcome whose status is not the route's (a
+ * 202, a stored 409) by throwing it to its own filter, which `@Idempotent()`
+ * binds. Nest asks a route's filters in the reverse of their order (the
+ * handler's before the class's, each written above another before it), and
+ * the first that catches an error takes it: a filter asked before the
+ * module's that catches every error (`@Catch()`, or `@Catch(Error)`) would
+ * turn those answers into 500s, though their writes committed. Refuse it.
+ */
+function checkNoFilterCatchesFirst(controller: Function, name: string, handler: Function): void {
+  const asked: unknown[] = [...(Reflect.getMetadata(EXCEPTION_FILTERS_METADATA, controller) ?? []), ...(Reflect.getMetadata(EXCEPTION_FILTERS_METADATA, handler) ?? [])].reverse();
+  const typeOf = (filter: unknown) => (typeof filter === 'function' ? filter : (filter as object).constructor) as Function;
+  const own = asked.findIndex((filter) => typeOf(filter) === IdempotencyFilter);
+  const first = asked.slice(0, own).find((filter) => {
+    const caught: Function[] = Reflect.getMetadata(FILTER_CATCH_EXCEPTIONS, typeOf(filter)) ?? [];
+    return caught.length === 0 || caught.some((type) => RecordedOutcomeResponse.prototype instanceof type);
+  });
+  if (first === undefined) return;
+  const filter = typeOf(first).name;
+  const onClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
+  throw new IdempotencyConfigurationError(
+    `@Idempotent() on ${onClass ? `the class ${controller.name}, covering ${name}` : `${controller.name}.${name}`}: ${filter} catches every error and Nest asks it before the module's filter, ` +
+      `so the answers the module replays with another status than the route's (a 202 set through @Res({ passthrough: true }), a stored 4xx) would become 500s. ` +
+      (onClass
+        ? `Bind it on the class, with @UseFilters(${filter}) written below @Idempotent() (a handler's filters are asked before its class's), or globally.`
+        : `Write @UseFilters(${filter}) below @Idempotent() (decorators apply bottom-up, and Nest asks the filter applied last first), or bind it globally.`),
+  );
 }
 
 /** An interceptor around a route, and the route's names for the message. */
