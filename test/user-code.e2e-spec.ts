@@ -189,6 +189,14 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       expect(await rowsLabelled(label)).toEqual([]);
     });
 
+    it('resolves a dataSource.transaction() whose callback caught a failed statement, rolled back as its COMMIT would be', async () => {
+      const label = unique('caught-inside');
+      await db.query(`INSERT INTO user_rows (label) VALUES ($1)`, [label]);
+      const answer = await post(one, 'units/caught-inside', label, { label });
+      expect([answer.status, answer.body]).toEqual([201, { caught: 'caught' }]);
+      expect(await rowsLabelled(`${label}%`)).toEqual([label, `${label}:after`]);
+    });
+
     it('lets a handler catch a unique violation and carry on', async () => {
       const label = unique('caught');
       await db.query(`INSERT INTO user_rows (label) VALUES ($1)`, [label]);

@@ -228,6 +228,28 @@ class UserCodeController {
     return { label: body.label };
   }
 
+  /**
+   * Inside dataSource.transaction(), inserts, catches the unique violation and
+   * returns: PostgreSQL ends that transaction as a rollback at its COMMIT,
+   * which resolves. The write after it commits.
+   */
+  @Post('units/caught-inside')
+  @Idempotent()
+  async caughtInside(@Body() body: Labelled) {
+    const caught = await this.dataSource.transaction(async (manager) => {
+      await manager.insert(UserRow, { label: `${body.label}:inside` });
+      try {
+        await manager.insert(UserRow, { label: body.label });
+        return 'no violation';
+      } catch (error) {
+        if (!(error instanceof QueryFailedError)) throw error;
+        return 'caught';
+      }
+    });
+    await this.rows.insert({ label: `${body.label}:after` });
+    return { caught };
+  }
+
   /** Inserts, catches the unique violation, and carries on. */
   @Post('catch')
   @Idempotent()

@@ -74,8 +74,9 @@ export class RequestTransaction {
     for (const name of ATOMIC_METHODS) {
       const method = manager[name];
       manager[name] = (...args: unknown[]) => {
-        if (name === 'transaction' && units.getStore() !== transaction) refuseStricterIsolation(args[0]);
-        return transaction.unit(() => method.apply(manager, args));
+        if (name !== 'transaction' || units.getStore() === transaction) return transaction.unit(() => method.apply(manager, args));
+        refuseStricterIsolation(args[0]);
+        return transaction.unit(() => endedAsCommitWould(method, manager, args));
       };
     }
     byRunner.set(runner, transaction);
@@ -155,6 +156,39 @@ export class RequestTransaction {
       throw error;
     }
   }
+}
+
+/**
+ * A `transaction(fn)` that would have been a transaction of its own. When a
+ * statement inside it failed and `fn` caught that and returned, PostgreSQL
+ * answers its COMMIT by rolling it back, without an error, and
+ * `transaction()` resolves. Joined, it is a savepoint, whose RELEASE fails
+ * instead (25P02); TypeORM then rolls back to it and rejects. Resolve with
+ * `fn`'s result, as the COMMIT would have.
+ */
+async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<unknown>, manager: object, args: unknown[]): Promise<unknown> {
+  // transaction(fn) or transaction(isolation, fn); DataSource.transaction() passes both, the level undefined.
+  const at = typeof args[0] === 'function' ? 0 : 1;
+  const work = args[at] as (manager: unknown) => Promise<unknown>;
+  let returned: { value: unknown } | undefined;
+  const tracked = async (inner: unknown) => {
+    const value = await work(inner);
+    returned = { value };
+    return value;
+  };
+  try {
+    return await transaction.apply(manager, args.map((arg, index) => (index === at ? tracked : arg)));
+  } catch (error) {
+    if (returned && sqlStateOf(error) === IN_FAILED_TRANSACTION) return returned.value;
+    throw error;
+  }
+}
+
+/** "current transaction is aborted, commands ignored until end of transaction block". */
+const IN_FAILED_TRANSACTION = '25P02';
+
+function sqlStateOf(error: unknown): unknown {
+  return ((error as { driverError?: { code?: unknown } }).driverError ?? (error as { code?: unknown }))?.code;
 }
 
 /**
