@@ -139,12 +139,12 @@ export class IdempotencyOperationUnfinishedException extends IdempotencyProblem 
 
 /** 500: the handler answered with something that cannot be recorded, such as a stream. Nothing was kept. */
 export class UnstorableResponseException extends IdempotencyProblem {
-  constructor(what: string) {
+  constructor(what: string, fix: string) {
     super({
       type: IdempotencyProblemType.UnstorableResponse,
       title: 'Response cannot be recorded',
       status: HttpStatus.INTERNAL_SERVER_ERROR,
-      detail: `An idempotent route answered with ${what}, which cannot be replayed. Its work was rolled back.`,
+      detail: `An idempotent route answered with ${what}, which cannot be replayed. Its work was rolled back. ${fix}`,
     });
   }
 }

@@ -1,6 +1,7 @@
 import { StreamableFile } from '@nestjs/common';
 import { UnstorableResponseException } from '../errors/idempotency.exceptions.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
+import { TEXT_ONLY } from '../outcome/outcome-capture.js';
 
 /**
  * The parts of graphql-js's output types the module reads, told apart by
@@ -35,7 +36,7 @@ const parsed: LeafConversion = (type, value) => type.parseValue!(value);
  */
 export function recordFieldValue(value: unknown, type: GraphqlOutputType | undefined, schema?: GraphqlSchemaTypes): RecordedOutcome {
   if (value instanceof StreamableFile || value instanceof Uint8Array || typeof (value as { pipe?: unknown } | null)?.pipe === 'function') {
-    throw new UnstorableResponseException('binary data or a stream');
+    throw new UnstorableResponseException('binary data or a stream', TEXT_ONLY);
   }
   const recorded = type ? convert(value, type, serialized, schema) : value;
   return { status: 200, headers: {}, body: JSON.stringify(recorded ?? null) };

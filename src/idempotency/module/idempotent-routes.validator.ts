@@ -9,6 +9,7 @@ import { IdempotencyFilter } from '../http/idempotency.filter.js';
 import {
   EXCEPTION_FILTERS_METADATA,
   FILTER_CATCH_EXCEPTIONS,
+  PATH_METADATA,
   REDIRECT_METADATA,
   RENDER_METADATA,
   RESPONSE_PASSTHROUGH_METADATA,
@@ -46,8 +47,11 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         const route = this.routes.of(controller, handler);
         if (!route) continue;
         operations.push(route.operation);
-        checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
-        checkNoFilterCatchesFirst(controller, name, handler);
+        // HTTP routes: a message handler's operation is its pattern, and its errors are the transport's.
+        if (Reflect.getMetadata(PATH_METADATA, handler) !== undefined) {
+          checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
+          checkNoFilterCatchesFirst(controller, name, handler);
+        }
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }

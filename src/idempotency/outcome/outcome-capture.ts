@@ -6,6 +6,10 @@ import type { RecordedOutcome } from './recorded-outcome.js';
 import { ResponseGuard } from './response-guard.js';
 
 const JSON_CONTENT = 'application/json; charset=utf-8';
+/** How to answer what cannot be recorded, said in the problem's detail. */
+const WRITE_NOTHING = "Return the body instead, and set the status and headers on the response (@Res({ passthrough: true }): res.status(303), res.setHeader('Location', url)).";
+/** The same, for a value that is binary or a stream. */
+export const TEXT_ONLY = 'Return text or JSON (a file\'s id or URL, say), or leave the route without @Idempotent().';
 const PROBLEM_CONTENT = 'application/problem+json';
 /** What Nest's exceptions put in their response besides the message: the problem document says it otherwise. */
 const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
@@ -19,7 +23,7 @@ const NEST_ERROR_FIELDS = new Set(['statusCode', 'error', 'message']);
  */
 export function captureSuccess(result: unknown, route: { successStatus: number; replayHeaders: readonly string[] }, adapter: AbstractHttpAdapter, response: unknown): RecordedOutcome {
   const written = ResponseGuard.of(response)?.written ?? (adapter.isHeadersSent(response) ? 'the response' : undefined);
-  if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`);
+  if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`, WRITE_NOTHING);
   const status = (response as { statusCode?: unknown }).statusCode;
   return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
 }
@@ -32,7 +36,7 @@ export function captureSuccess(result: unknown, route: { successStatus: number; 
  */
 export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, replayHeaders: readonly string[]): RecordedOutcome {
   const unstorable = describeUnstorable(result);
-  if (unstorable) throw new UnstorableResponseException(unstorable);
+  if (unstorable) throw new UnstorableResponseException(unstorable, TEXT_ONLY);
   const body = result === undefined || result === null ? null : typeof result === 'string' ? result : JSON.stringify(result);
   const headers: Record<string, string> = {};
   for (const name of replayHeaders) {
