@@ -477,6 +477,24 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
     }
   });
 
+  it.runIf(adapter === 'express')('writes JSON with the Express app’s json spaces and json escape settings, as res.json() would', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await startApp(
+      { imports: [typeorm, idempotency, NotesModule] },
+      { adapter, configure: (app) => Object.entries({ 'json spaces': 2, 'json escape': true }).forEach(([name, value]) => app.getHttpAdapter().getInstance().set(name, value)) },
+    );
+    try {
+      const send = () => request(running.url).post('/notes/a').set('Idempotency-Key', 'json-settings').send({ label: '<b>settings</b>' });
+      const first = await send();
+      const replay = await send();
+      expect(first.status).toBe(201);
+      expect(first.text).toBe(JSON.stringify(first.body, null, 2).replace(/</g, '\\u003c').replace(/>/g, '\\u003e'));
+      expect([replay.headers['idempotent-replayed'], replay.text]).toEqual(['true', first.text]);
+    } finally {
+      await running.close();
+    }
+  });
+
   it('warns once per handler when requests carry req.user but no tenant resolver is configured', async () => {
     const log = new WarningLog();
     const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });

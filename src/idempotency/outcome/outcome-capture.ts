@@ -25,19 +25,44 @@ export function captureSuccess(result: unknown, route: { successStatus: number; 
   const written = ResponseGuard.of(response)?.written ?? (adapter.isHeadersSent(response) ? 'the response' : undefined);
   if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`, WRITE_NOTHING);
   const status = (response as { statusCode?: unknown }).statusCode;
-  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders);
+  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders, expressJsonOf(response));
+}
+
+/**
+ * How Express's `res.json()` writes a value on this response: with the app's
+ * `json replacer`, `json spaces` and `json escape` settings, which Nest's
+ * reply would have applied to an object. Undefined where none is set, or the
+ * response is not Express's (Fastify's reply writes `JSON.stringify`'s text).
+ */
+function expressJsonOf(response: unknown): ((value: unknown) => string) | undefined {
+  const app = (response as { app?: { get?(setting: string): unknown } } | null)?.app;
+  if (typeof app?.get !== 'function') return undefined;
+  const replacer = app.get('json replacer') as ((key: string, value: unknown) => unknown) | undefined;
+  const spaces = app.get('json spaces') as string | number | undefined;
+  const escape = Boolean(app.get('json escape'));
+  if (!replacer && !spaces && !escape) return undefined;
+  return (value) => {
+    const json = JSON.stringify(value, replacer, spaces);
+    return escape ? json.replace(/[<>&]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : json;
+  };
 }
 
 /**
  * The outcome of a success with `status`: the body as the exact text to
- * send (JSON for objects, a string as is), and the allowlisted headers that
+ * send (JSON for objects, written by `json`; a string as is), and the allowlisted headers that
  * `headerOf` (by lower-case name) gives, and the body's content type (the
  * one the handler set, else a default), allowlisted or not.
  */
-export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, replayHeaders: readonly string[]): RecordedOutcome {
+export function successOutcome(
+  status: number,
+  result: unknown,
+  headerOf: (name: string) => unknown,
+  replayHeaders: readonly string[],
+  json: (value: unknown) => string = JSON.stringify,
+): RecordedOutcome {
   const unstorable = describeUnstorable(result);
   if (unstorable) throw new UnstorableResponseException(unstorable, TEXT_ONLY);
-  const body = result === undefined || result === null ? null : typeof result === 'string' ? result : JSON.stringify(result);
+  const body = result === undefined || result === null ? null : typeof result === 'string' ? result : json(result);
   const headers: Record<string, string> = {};
   for (const name of replayHeaders) {
     const value = headerOf(name);
