@@ -4,6 +4,7 @@ import {
   type CallHandler,
   Catch,
   type CanActivate,
+  type DynamicModule,
   ClassSerializerInterceptor,
   Controller,
   type ExceptionFilter,
@@ -30,7 +31,7 @@ import { Test } from '@nestjs/testing';
 import { Exclude } from 'class-transformer';
 import type { Observable } from 'rxjs';
 import request from 'supertest';
-import { Idempotent, IdempotencyConfigurationError, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -235,6 +236,10 @@ class FilterBelowController {
 @Module({ controllers: [FilterBelowController], providers: [Ledger] })
 class FilterBelowModule {}
 
+/** A feature module that imports the module again, with a tenant resolver the root's import lacks. */
+@Module({ imports: [IdempotencyModule.forRoot({ tenant: (request: { headers: Record<string, string> }) => request.headers['x-tenant'] })] })
+class TransfersFeatureModule {}
+
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
   readonly warnings: Array<{ message: string; context: string }> = [];
@@ -258,15 +263,17 @@ describe('@Idempotent() routes, checked at startup', () => {
   interface Boot {
     controllers?: Array<Type<unknown>>;
     providers?: Provider[];
+    /** Modules to import besides the ledger app's. */
+    imports?: Array<Type<unknown> | DynamicModule>;
     options?: IdempotencyModuleOptions;
     /** Global interceptors to add with app.useGlobalInterceptors(), before init. */
     globals?: (reflector: Reflector) => NestInterceptor[];
     logger?: LoggerService;
   }
 
-  async function boot({ controllers = [AccountsController], providers = [], options = {}, globals, logger }: Boot): Promise<Error | undefined> {
+  async function boot({ controllers = [AccountsController], providers = [], imports = [], options = {}, globals, logger }: Boot): Promise<Error | undefined> {
     const [typeorm, idempotency] = ledgerAppModules(db.url, options);
-    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers, providers: [Ledger, ...providers] }).compile();
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, ...imports], controllers, providers: [Ledger, ...providers] }).compile();
     const app = moduleRef.createNestApplication({ logger: logger ?? false });
     try {
       if (globals) app.useGlobalInterceptors(...globals(app.get(Reflector)));
@@ -381,6 +388,14 @@ describe('@Idempotent() routes, checked at startup', () => {
     expect(error?.message).toContain('@Idempotent() on FilterAboveController.accept: EveryErrorFilter catches every error and Nest asks it before the module');
     expect(error?.message).toContain('Write @UseFilters(EveryErrorFilter) below @Idempotent()');
     expect(await boot({ controllers: [FilterBelowController] })).toBeUndefined();
+  });
+
+  it('refuses a second IdempotencyModule.forRoot() whose options would be ignored, naming who imports it', async () => {
+    const error = await boot({ imports: [TransfersFeatureModule] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('IdempotencyModule is imported 2 times with different options (by ');
+    expect(error?.message).toContain('TransfersFeatureModule');
+    expect(error?.message).toContain('Import IdempotencyModule.forRoot() once, in the root module');
   });
 
   it('refuses a handler that serves several paths under one derived operation, and starts once the operation is named', async () => {

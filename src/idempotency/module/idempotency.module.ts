@@ -1,8 +1,9 @@
-import { type DynamicModule, Module } from '@nestjs/common';
-import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { type DynamicModule, Module, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
 import { IdempotencyEventLog } from '../events/idempotency-event-log.js';
 import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
+import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { GraphqlMutationFlow } from '../graphql/graphql-mutation.flow.js';
 import { IdempotentMutations } from '../graphql/idempotent-mutations.js';
 import { IdempotentMutationsValidator } from '../graphql/idempotent-mutations.validator.js';
@@ -81,10 +82,30 @@ import { TransactionHost } from '../transactions/transaction-host.js';
   // them in the module of each controller that uses them, from what that module can see.
   exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade],
 })
-export class IdempotencyModule extends ConfigurableIdempotencyModule {
+export class IdempotencyModule extends ConfigurableIdempotencyModule implements OnModuleInit {
+  constructor(private readonly modules: ModulesContainer) {
+    super();
+  }
+
   /** The module with these options; every option has a default, so `IdempotencyModule.forRoot()` runs with them all. */
   static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
     // The builder's forRoot() requires its argument, and reads its keys.
     return super.forRoot(options);
+  }
+
+  /**
+   * Refuses a second import with other options: the module is global, and
+   * the first import's providers serve every route, so a second one's
+   * options (a tenant resolver, a retention) would be ignored without a word.
+   */
+  onModuleInit(): void {
+    const all = [...this.modules.values()];
+    const instances = all.filter((module) => module.metatype === IdempotencyModule);
+    if (instances.length < 2) return;
+    const importers = all.filter((module) => [...module.imports].some((imported) => instances.includes(imported as (typeof instances)[number])));
+    throw new IdempotencyConfigurationError(
+      `IdempotencyModule is imported ${instances.length} times with different options (by ${importers.map((module) => module.metatype.name).join(', ')}): ` +
+        `it is global, and only one import's options would apply to every route. Import IdempotencyModule.forRoot() once, in the root module, with all the options.`,
+    );
   }
 }
