@@ -240,6 +240,60 @@ class FilterBelowModule {}
 @Module({ imports: [IdempotencyModule.forRoot({ tenant: (request: { headers: Record<string, string> }) => request.headers['x-tenant'] })] })
 class TransfersFeatureModule {}
 
+/** Stands in for a body parser that leaves objects referring to themselves on request.body (@fastify/multipart's attachFieldsToBody: true). */
+@Injectable()
+class SelfReferringBody implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const part: Record<string, unknown> = { type: 'field', value: 'x' };
+    const body = { note: part };
+    part.fields = body;
+    context.switchToHttp().getRequest().body = body;
+    return true;
+  }
+}
+
+@Controller('fastify')
+class FastifyRepliesController {
+  constructor(private readonly ledger: Ledger) {}
+
+  /** Takes the reply from Fastify and writes the raw response itself. */
+  @Post('hijack')
+  @Idempotent()
+  async hijack(@Body() body: { label: string }, @Res({ passthrough: true }) reply: { hijack(): void; raw: { writeHead(status: number): void; end(text: string): void } }) {
+    await this.ledger.write(body.label);
+    reply.hijack();
+    reply.raw.writeHead(200);
+    reply.raw.end('hijacked');
+  }
+
+  @Post('null')
+  @Idempotent()
+  async nothing(@Body() body: { label: string }) {
+    await this.ledger.write(body.label);
+    return null;
+  }
+
+  @Post('self-referring')
+  @UseGuards(SelfReferringBody)
+  @Idempotent()
+  selfReferring() {
+    return { ran: true };
+  }
+}
+
+@Module({ controllers: [FastifyRepliesController], providers: [Ledger, SelfReferringBody] })
+class FastifyRepliesModule {}
+
+/** Keeps the errors it is given. */
+class ErrorLog implements LoggerService {
+  readonly errors: string[] = [];
+  log(): void {}
+  warn(): void {}
+  error(message: unknown, ...rest: unknown[]): void {
+    this.errors.push([message, ...rest].map((part) => (part instanceof Error ? part.message : String(part))).join(' '));
+  }
+}
+
 /** Keeps the warnings it is given; drops the rest. */
 class WarningLog implements LoggerService {
   readonly warnings: Array<{ message: string; context: string }> = [];
@@ -505,6 +559,54 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
       expect(first.status).toBe(201);
       expect(first.text).toBe(JSON.stringify(first.body, null, 2).replace(/</g, '\\u003c').replace(/>/g, '\\u003e'));
       expect([replay.headers['idempotent-replayed'], replay.text]).toEqual(['true', first.text]);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('answers a handler that hijacks the reply 500 (unstorable-response), its writes rolled back, rather than never answer', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, FastifyRepliesModule]);
+    try {
+      const label = `hijack-${adapter}`;
+      const answer = await request(running.url).post('/fastify/hijack').set('Idempotency-Key', label).send({ label }).timeout(5000);
+      if (adapter === 'fastify') {
+        expect([answer.status, answer.body.type]).toEqual([500, 'urn:nest-idempotency:problem:unstorable-response']);
+        expect(answer.body.detail).toContain('reply.hijack()');
+      } else {
+        // Express's response has no hijack(): the handler fails, and so do its writes.
+        expect(answer.status).toBe(500);
+      }
+      expect(await db.query(`SELECT label FROM ledger_entries WHERE label = $1`, [label])).toEqual([]);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('sends a null result as the adapter does without the module: JSON null on Fastify, an empty body on Express', async () => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, FastifyRepliesModule]);
+    try {
+      const send = () => request(running.url).post('/fastify/null').set('Idempotency-Key', `null-${adapter}`).send({ label: `null-${adapter}` });
+      const first = await send();
+      const replay = await send();
+      expect(first.status).toBe(201);
+      expect(first.text).toBe(adapter === 'fastify' ? 'null' : '');
+      if (adapter === 'fastify') expect(first.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect([replay.headers['idempotent-replayed'], replay.text, replay.headers['content-type']]).toEqual(['true', first.text, first.headers['content-type']]);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('answers a request body that refers to itself 500 and logs the cause and the fix, rather than blame the client with 400', async () => {
+    const log = new ErrorLog();
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, FastifyRepliesModule], { logger: log });
+    try {
+      const answer = await request(running.url).post('/fastify/self-referring').set('Idempotency-Key', `self-${adapter}`).send({});
+      expect(answer.status).toBe(500);
+      expect(log.errors.join('\n')).toContain("attachFieldsToBody: 'keyValues'");
     } finally {
       await running.close();
     }

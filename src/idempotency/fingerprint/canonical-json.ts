@@ -108,7 +108,7 @@ function primitiveText(value: unknown): string | undefined {
 }
 
 function enter(value: object, path: Set<object>): void {
-  if (path.has(value)) throw new Error('Circular reference detected');
+  if (path.has(value)) throw new CircularReferenceError();
   path.add(value);
 }
 
@@ -122,4 +122,14 @@ function hasNoText(value: unknown): boolean {
 
 function isObject(value: unknown): value is object {
   return typeof value === 'object' && value !== null;
+}
+
+/**
+ * A value that holds itself. Nothing a client sends parses into one: it comes
+ * from the server's side (a body parser's objects, a fingerprint function).
+ */
+export class CircularReferenceError extends Error {
+  constructor() {
+    super('Circular reference detected');
+  }
 }

@@ -9,6 +9,7 @@ import type { OneTransactionTerms } from '../flow/one-transaction.flow.js';
 import { captureSuccess } from '../outcome/outcome-capture.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import type { ResponseGuard } from '../outcome/response-guard.js';
+import { CircularReferenceError } from '../fingerprint/canonical-json.js';
 import { fingerprintFieldsOf, fingerprintRequest, type ReadBody, readsBody } from '../fingerprint/request-fingerprint.js';
 
 /** Everything the request flow needs about one route, worked out once. */
@@ -51,18 +52,26 @@ export interface IdempotentRoute {
 
 /** The fields the route fingerprints; a request they cannot be taken from is refused (400). */
 export function fingerprintedFields(route: IdempotentRoute, request: unknown, read?: ReadBody): unknown {
-  return refusedUnlessCanonical(() => route.fingerprintFieldsOf(request, read));
+  return refusedUnlessCanonical(route, () => route.fingerprintFieldsOf(request, read));
 }
 
 /** The fingerprint of those fields; fields without a canonical form are refused (400). */
 export function fingerprintOf(route: IdempotentRoute, fields: unknown): string {
-  return refusedUnlessCanonical(() => fingerprintRequest(route.operation, fields));
+  return refusedUnlessCanonical(route, () => fingerprintRequest(route.operation, fields));
 }
 
-function refusedUnlessCanonical<T>(work: () => T): T {
+function refusedUnlessCanonical<T>(route: IdempotentRoute, work: () => T): T {
   try {
     return work();
   } catch (error) {
+    // The server's doing, not the client's: say so, and how to fix it, rather than answer 400.
+    if (error instanceof CircularReferenceError) {
+      throw new IdempotencyConfigurationError(
+        `${route.operation}: the fields to fingerprint hold an object that refers to itself, which has no canonical form. A body parser may have put such objects ` +
+          `on request.body (@fastify/multipart with attachFieldsToBody: true does: use attachFieldsToBody: 'keyValues'), or a fingerprint function returned one. ` +
+          `Name plain fields instead: @Idempotent({ fingerprint: ['body.amount', ...] }) or a function returning plain data.`,
+      );
+    }
     throw new IdempotencyRequestNotCanonicalException((error as Error).message);
   }
 }

@@ -25,7 +25,11 @@ export function captureSuccess(result: unknown, route: { successStatus: number; 
   const written = ResponseGuard.of(response)?.written ?? (adapter.isHeadersSent(response) ? 'the response' : undefined);
   if (written) throw new UnstorableResponseException(`a response it wrote itself (${written})`, WRITE_NOTHING);
   const status = (response as { statusCode?: unknown }).statusCode;
-  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, (name) => adapter.getHeader(response, name), route.replayHeaders, expressJsonOf(response));
+  const headerOf = (name: string) => adapter.getHeader(response, name);
+  const json = expressJsonOf(response);
+  // Fastify sends a null result as the JSON text null; Express, as an empty body.
+  const nullIsJson = adapter.getType() === 'fastify';
+  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, headerOf, route.replayHeaders, json, nullIsJson);
 }
 
 /**
@@ -49,7 +53,8 @@ function expressJsonOf(response: unknown): ((value: unknown) => string) | undefi
 
 /**
  * The outcome of a success with `status`: the body as the exact text to
- * send (JSON for objects, written by `json`; a string as is), and the allowlisted headers that
+ * send (JSON for objects, written by `json`; a string as is; none for
+ * undefined, nor for null unless `nullIsJson`), and the allowlisted headers that
  * `headerOf` (by lower-case name) gives, and the body's content type (the
  * one the handler set, else a default), allowlisted or not.
  */
@@ -59,10 +64,12 @@ export function successOutcome(
   headerOf: (name: string) => unknown,
   replayHeaders: readonly string[],
   json: (value: unknown) => string = JSON.stringify,
+  nullIsJson = false,
 ): RecordedOutcome {
   const unstorable = describeUnstorable(result);
   if (unstorable) throw new UnstorableResponseException(unstorable, TEXT_ONLY);
-  const body = result === undefined || result === null ? null : typeof result === 'string' ? result : json(result);
+  const empty = result === undefined || (result === null && !nullIsJson);
+  const body = empty ? null : typeof result === 'string' ? result : json(result);
   const headers: Record<string, string> = {};
   for (const name of replayHeaders) {
     const value = headerOf(name);

@@ -1,5 +1,5 @@
-/** The methods every way of writing a Node response ends in (Express's `send()`, `json()`, `redirect()`, a piped stream), and Fastify's own `send()`. */
-type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send';
+/** The methods every way of writing a Node response ends in (Express's `send()`, `json()`, `redirect()`, a piped stream), and Fastify's own `send()` and `hijack()`. */
+type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send' | 'hijack';
 const RAW_WRITES: readonly WriteMethod[] = ['writeHead', 'write', 'end', 'flushHeaders'];
 
 type Write = (...args: unknown[]) => unknown;
@@ -52,7 +52,8 @@ export class ResponseGuard {
     wrapWrites(guard.raw, RAW_WRITES);
     guards.set(guard.raw, guard);
     if (target.raw) {
-      wrapWrites(target as unknown as Writable, ['send']);
+      // hijack() would take the reply from Fastify, and so from the module's answer too: held back like a write.
+      wrapWrites(target as unknown as Writable, ['send', 'hijack']);
       guards.set(target, guard);
     }
     // A stream piped into the response writes only later, maybe after the handler returned: the pipe itself is the write.
@@ -111,7 +112,7 @@ export class ResponseGuard {
       if (name === 'end') this.mode = 'closed';
       return result;
     }
-    if (this.mode === 'holding') this.heldWrite ??= target === this.raw ? `res.${name}()` : 'reply.send()';
+    if (this.mode === 'holding') this.heldWrite ??= target === this.raw ? `res.${name}()` : `reply.${name}()`;
     // Held back: a caller that waits on the write's callback goes on, and finds out from the module's answer.
     const callback = args.find((arg): arg is () => void => typeof arg === 'function');
     if (callback) process.nextTick(callback);
