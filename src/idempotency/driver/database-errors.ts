@@ -1,9 +1,11 @@
 import { HttpException } from '@nestjs/common';
 import { isNamedStatementLost } from './named-statements.js';
-import { IdempotencyDatabaseUnavailableException } from '../errors/idempotency.exceptions.js';
+import { IdempotencyDatabaseUnavailableException, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
 import { KEY_HELD_AT_COMMIT } from '../records/record.statements.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
+const SERIALIZATION_FAILURE = '40001';
+const DEADLOCK_DETECTED = '40P01';
 const INVALID_TEXT_REPRESENTATION = '22P02';
 
 /** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
@@ -26,16 +28,33 @@ export function isConnectionLost(error: unknown): boolean {
 /**
  * A lost database connection answers 503 with Retry-After, not a 500 that
  * reads as final; so does a named statement a pooler lost, since the module
- * sends its statements unnamed from then on and the retry goes through.
+ * sends its statements unnamed from then on and the retry goes through; and
+ * so does a serialization failure or a deadlock, the answers PostgreSQL
+ * gives a transaction that a retry runs cleanly.
  */
 export function asUnavailable(error: unknown): never {
-  throw (isConnectionLost(error) || isNamedStatementLost(error)) && !(error instanceof HttpException) ? new IdempotencyDatabaseUnavailableException(1) : error;
+  if (error instanceof HttpException) throw error;
+  const conflict = transactionConflictOf(error);
+  if (conflict) throw new IdempotencyTransactionConflictException(1, conflict);
+  throw isConnectionLost(error) || isNamedStatementLost(error) ? new IdempotencyDatabaseUnavailableException(1) : error;
+}
+
+/** A serialization failure (40001) or a deadlock (40P01): PostgreSQL rolled a transaction back to resolve a conflict. */
+export function transactionConflictOf(error: unknown): 'serialization' | 'deadlock' | undefined {
+  const code = sqlStateOf(error);
+  return code === SERIALIZATION_FAILURE ? 'serialization' : code === DEADLOCK_DETECTED ? 'deadlock' : undefined;
+}
+
+/** The SQLSTATE of a database error, whether TypeORM wrapped it (`driverError`) or not. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const failure = error as { code?: unknown; driverError?: { code?: unknown } } | undefined;
+  const code = failure?.driverError?.code ?? failure?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /** The claim waited its `lock_timeout` out on a concurrent owner's row. */
 export function isLockTimeout(error: unknown): boolean {
-  const failure = error as { code?: string; driverError?: { code?: string } };
-  return (failure.driverError?.code ?? failure.code) === LOCK_NOT_AVAILABLE;
+  return sqlStateOf(error) === LOCK_NOT_AVAILABLE;
 }
 
 /**

@@ -10,6 +10,7 @@ export const IdempotencyProblemType = {
   OperationFailed: 'urn:nest-idempotency:problem:operation-failed',
   RequestNotCanonical: 'urn:nest-idempotency:problem:request-not-canonical',
   DatabaseUnavailable: 'urn:nest-idempotency:problem:database-unavailable',
+  TransactionConflict: 'urn:nest-idempotency:problem:transaction-conflict',
   OperationUnfinished: 'urn:nest-idempotency:problem:operation-unfinished',
   RecordUndecryptable: 'urn:nest-idempotency:problem:record-undecryptable',
   BodyTooLarge: 'urn:nest-idempotency:problem:body-too-large',
@@ -111,6 +112,30 @@ export class IdempotencyDatabaseUnavailableException extends IdempotencyProblem 
         title: 'Database unavailable',
         status: HttpStatus.SERVICE_UNAVAILABLE,
         detail: 'The database connection failed while this request ran. Retry with the same key after the delay given in Retry-After.',
+      },
+      { 'Retry-After': String(retryAfterSeconds) },
+    );
+  }
+}
+
+/**
+ * 503: PostgreSQL ended the request's transaction to resolve a conflict with
+ * a concurrent one: a serialization failure (SQLSTATE 40001) or a deadlock
+ * (40P01). Nothing of the request was kept or recorded, so its retry with
+ * the same key runs it afresh. Locks the handler's statements take are held
+ * until the request commits, longer than they would be without the module,
+ * so deadlocks can happen here that would not without it.
+ */
+export class IdempotencyTransactionConflictException extends IdempotencyProblem {
+  constructor(retryAfterSeconds: number, reason: 'serialization' | 'deadlock') {
+    super(
+      {
+        type: IdempotencyProblemType.TransactionConflict,
+        title: 'Transaction conflict',
+        status: HttpStatus.SERVICE_UNAVAILABLE,
+        detail:
+          (reason === 'deadlock' ? 'A deadlock with a concurrent transaction' : 'A serialization failure against a concurrent transaction') +
+          ' rolled this request back, and nothing was recorded. Retry with the same key after the delay given in Retry-After.',
       },
       { 'Retry-After': String(retryAfterSeconds) },
     );
@@ -238,17 +263,19 @@ export class IdempotencyConfigurationError extends Error {
 }
 
 /**
- * A database call through a transaction of the module's that has already
- * ended: `TransactionHost.manager`, the request's EntityManager kept past
- * the request, `Outbox.add()`. It would commit on its own, apart from the
- * recorded outcome, or on a connection another request now uses, so it is
- * refused. Writes through repositories and the DataSource are not: once the
- * request's transaction has ended they run on their own, as without the module.
+ * A database call from an idempotent request's async context once its
+ * transaction has ended, on any path: an injected repository or
+ * EntityManager, `dataSource.query()`, a query builder, `transaction()`,
+ * `TransactionHost.manager`, `Outbox.add()`. It would commit on its own,
+ * after the request answered (or rolled back), so it is refused, as a write
+ * on a closed EntityManager is. Work meant to outlive the request starts
+ * with `TransactionHost.outside()`.
  */
 export class TransactionClosedError extends Error {
   constructor() {
     super(
-      'This database call goes through an idempotent request\'s transaction that has already ended (work the handler did not await?). ' +
+      'This database call comes from work started inside an @Idempotent() request (a timer, a promise the handler did not await), ' +
+        'and that request\'s transaction has already ended: it would commit on its own, after the request answered. ' +
         'Await it inside the handler, or start it with TransactionHost.outside() to commit it on its own.',
     );
     this.name = 'TransactionClosedError';

@@ -1,6 +1,5 @@
 import { type CallHandler, type HttpException, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import { lastValueFrom } from 'rxjs';
 import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
@@ -15,6 +14,7 @@ import { captureError } from '../outcome/outcome-capture.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
+import { type Abandonment, HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned } from './handler-run.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
@@ -44,6 +44,12 @@ export interface OneTransactionTerms {
    * nothing it set on the response is sent.
    */
   restoreResponse?(): void;
+  /**
+   * Whether the caller gave up on the call (an operator around the route
+   * unsubscribed): the flow then rolls back rather than record an outcome
+   * nobody will be answered with.
+   */
+  abandonment?: Abandonment;
 }
 
 /** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
@@ -77,22 +83,23 @@ export class OneTransactionFlow {
     const first = this.claimsFirst(terms);
     const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
+    const held: HeldConnection = { handedOver: false };
     let transaction: ClaimTransaction | undefined;
     try {
       if (!first) {
         transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
-        return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, undefined);
+        return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, undefined);
       }
       const guarded = await this.guard(runner, steps, id, fingerprint, terms);
       if ('settled' in guarded) return { steps, settled: guarded.settled };
       transaction = guarded.transaction;
-      return await this.runAndRecord(transaction, runner, steps, id, fingerprint, terms, next, guarded.expiresAt);
+      return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, guarded.expiresAt);
     } catch (error) {
       await transaction?.rollback();
       terms.restoreResponse?.();
       return { steps, error };
     } finally {
-      await runner.release();
+      if (!held.handedOver) await runner.release();
     }
   }
 
@@ -145,6 +152,7 @@ export class OneTransactionFlow {
   private async runAndRecord(
     transaction: ClaimTransaction,
     runner: QueryRunner,
+    held: HeldConnection,
     steps: FlowSteps,
     id: RecordId,
     fingerprint: string,
@@ -152,15 +160,24 @@ export class OneTransactionFlow {
     next: CallHandler,
     expiresAt: Date | undefined,
   ): Promise<FlowEnding<OneTransactionSettled>> {
-    let handled: Handled;
-    try {
-      handled = await this.runHandler(transaction, runner, id, terms, next, steps);
-    } catch (error) {
+    const handled = await this.runHandler(transaction, runner, id, terms, next, steps, expiresAt !== undefined);
+    if ('error' in handled) {
+      const { error, running } = handled;
+      if (running) {
+        // The answer needs nothing from the transaction: it leaves now, and the key stays with the handler until it settles.
+        held.handedOver = true;
+        this.rollBackOnceSettled(running, transaction, runner);
+        return { steps, error };
+      }
       await transaction.rollback();
       if (expiresAt) return { steps, error };
       const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
       if ('settled' in ending) terms.restoreResponse?.();
       return { steps, ...ending };
+    }
+    if (terms.abandonment?.isAbandoned) {
+      await transaction.rollback();
+      return { steps, error: new HandlerAbandonedError() };
     }
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
@@ -301,9 +318,13 @@ export class OneTransactionFlow {
   }
 
   /**
-   * Runs the handler with the claim's transaction as the current one. A
-   * failure the terms store undoes the handler's writes only (back to the
-   * savepoint) and becomes the recorded outcome.
+   * Runs the handler with the claim's transaction as the current one, and
+   * returns once its own work has settled (see `HandlerRun`), bounded by
+   * `settleTimeout`; from then on its writes are refused. A failure the
+   * terms store undoes the handler's writes only (back to the savepoint) and
+   * becomes the recorded outcome. With `answersEarly` (the key is claimed),
+   * a failure that is not stored returns at once, with the handler still
+   * `running`: the caller ends the transaction once it settles.
    */
   private async runHandler(
     transaction: ClaimTransaction,
@@ -312,26 +333,71 @@ export class OneTransactionFlow {
     terms: OneTransactionTerms,
     next: CallHandler,
     steps: FlowSteps,
-  ): Promise<Handled> {
+    answersEarly: boolean,
+  ): Promise<Handled | HandlerFailed> {
+    // The caller gave up while the key was claimed: the handler must not start for nobody.
+    if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
     const started = performance.now();
+    const joined = RequestTransaction.install(runner, transaction);
+    const { manager } = runner;
+    // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
+    const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
+    // next.handle() binds the async context, so it is called inside run().
+    const work = () => this.transactions.run(manager, () => lastValueUnlessAbandoned(next.handle(), terms.abandonment));
+    const { run, result: ended } = HandlerRun.watch(() => CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }));
+    let failure: { error: unknown } | undefined;
+    let result: unknown;
     try {
-      const joined = RequestTransaction.install(runner, transaction);
-      const { manager } = runner;
-      // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
-      const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
-      // next.handle() binds the async context, so it is called inside run().
-      const work = () => this.transactions.run(manager, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
-      const result = await CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }).finally(() => joined.drain());
-      return { outcome: terms.capture(result), result };
+      result = await ended;
     } catch (error) {
-      if (!terms.storesError?.(error)) throw error;
-      await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
-      return { outcome: captureError(error) };
+      failure = { error };
     } finally {
       steps.handlerMs = performance.now() - started;
       steps.timeline.handler = { start: started, end: performance.now() };
     }
+    const running = { run, joined };
+    if (failure && answersEarly && run.isRunning && !terms.storesError?.(failure.error)) return { error: failure.error, running };
+    if ((await this.settled(running)) === 'still-running') failure ??= { error: new HandlerStillRunningError(this.options.settleTimeout) };
+    // Caught or not, a conflict PostgreSQL resolved against this transaction is answered as such, and nothing is recorded.
+    if (joined.conflict !== undefined) return { error: joined.conflict };
+    if (!failure) return { outcome: terms.capture(result), result };
+    if (!terms.storesError?.(failure.error)) return { error: failure.error };
+    await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
+    return { outcome: captureError(failure.error) };
   }
+
+  /** Waits for the handler to settle, at most `settleTimeout`, then refuses its writes and lets those in flight end. */
+  private async settled({ run, joined }: RunningHandler): Promise<'settled' | 'still-running'> {
+    const settlement = await run.settled(this.options.settleTimeout);
+    joined.shut();
+    await joined.drain();
+    return settlement;
+  }
+
+  /** Ends a transaction whose answer has left once its handler settles: nothing of it is kept. */
+  private rollBackOnceSettled(running: RunningHandler, transaction: ClaimTransaction, runner: QueryRunner): void {
+    void this.settled(running)
+      .finally(() => transaction.rollback())
+      .finally(() => runner.release())
+      .catch(() => undefined); // a connection that broke meanwhile is the pool's to discard
+  }
+}
+
+/** The flow's hold on its QueryRunner: handed over when the transaction outlives the answer. */
+interface HeldConnection {
+  handedOver: boolean;
+}
+
+/** A handler whose Observable ended, and its transaction as it sees it. */
+interface RunningHandler {
+  run: HandlerRun;
+  joined: RequestTransaction;
+}
+
+/** A handler that failed: `running` while its own work has not settled yet. */
+interface HandlerFailed {
+  error: unknown;
+  running?: RunningHandler;
 }
 
 /** What the handler left to record: its outcome, and its own value when it succeeded. */

@@ -14,6 +14,7 @@ import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from '../outcome/recorded-outcome.js';
 import { ResponseGuard } from '../outcome/response-guard.js';
 import { andThen, settling } from './settling.js';
+import { Abandonment, HandlerAbandonedError } from '../flow/handler-run.js';
 
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
@@ -47,7 +48,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = parseIdempotencyKey(headerValues(request, route.headerName));
     if (key.kind === 'missing' && !route.required) return next.handle();
     const response = http.getResponse();
-    return settling(() => andThen(this.attempt(key, route, request, response, next), (settled) => this.send(settled, route, response)));
+    const abandonment = new Abandonment();
+    return settling(
+      () => andThen(this.attempt(key, route, request, response, next, abandonment), (settled) => this.send(settled, route, response)),
+      () => abandonment.abandon(),
+    );
   }
 
   /**
@@ -55,7 +60,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * it has. A replay from the cache settles at once; anything else, once its
    * flow has ended.
    */
-  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Settled | Promise<Settled> {
+  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment?: Abandonment): Settled | Promise<Settled> {
     const start = performance.now();
     let id: RecordId | undefined;
     let ending: FlowEnding | Promise<FlowEnding>;
@@ -63,7 +68,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
       if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
       id = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
-      ending = this.dispatch(id, route, request, response, next);
+      ending = this.dispatch(id, route, request, response, next, abandonment);
     } catch (error) {
       ending = { steps: NO_STEPS, error };
     }
@@ -86,18 +91,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * A replay from the cache, at once; else the fast read or the route's flow.
    * An HTTP body no parser has read yet is read first (see request-body.ts).
    */
-  private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
+  private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): FlowEnding | Promise<FlowEnding> {
     const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
     if (body === 'hidden') refuseHiddenBody(route.operation);
     if (body === 'unread') {
       return readUnreadBody(request, route.maxBodyBytes)
         .then((bytes) => bodyValueOf(bytes, request.headers))
-        .then((value) => this.dispatchFields(id, route, fingerprintedFields(route, request, { body: value }), request, response, next));
+        .then((value) => this.dispatchFields(id, route, fingerprintedFields(route, request, { body: value }), request, response, next, abandonment));
     }
-    return this.dispatchFields(id, route, fingerprintedFields(route, request), request, response, next);
+    return this.dispatchFields(id, route, fingerprintedFields(route, request), request, response, next, abandonment);
   }
 
-  private dispatchFields(id: RecordId, route: IdempotentRoute, fields: unknown, request: any, response: unknown, next: CallHandler): FlowEnding | Promise<FlowEnding> {
+  private dispatchFields(id: RecordId, route: IdempotentRoute, fields: unknown, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): FlowEnding | Promise<FlowEnding> {
     // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
     const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
     const cached = this.idempotency.cache.get(id);
@@ -105,16 +110,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
     const fingerprint = fingerprintOf(route, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
-    return this.uncached(id, { fingerprint, fieldsJson }, route, request, response, next);
+    return this.uncached(id, { fingerprint, fieldsJson }, route, request, response, next, abandonment);
   }
 
   /** The fast read, else the route's flow; what it settles on is cached. */
-  private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+  private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
     const { cache, fast } = this.idempotency;
     const { fingerprint } = fingerprints;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
-    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next);
+    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next, abandonment);
     const { settled } = ending;
     if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
@@ -123,16 +128,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /**
    * Runs the route's flow, with an HTTP response held while it does: what
    * the handler writes to it itself is held back, and answered with a 500
-   * problem, since nothing may leave before the transaction has ended.
+   * problem, since nothing may leave before the transaction has ended. Once
+   * an operator around the route gave up on it, its answer (a 408) goes out
+   * instead, and the flow rolls back.
    */
-  private async run(id: RecordId, fingerprint: string, route: IdempotentRoute, request: any, response: unknown, next: CallHandler): Promise<FlowEnding> {
+  private async run(id: RecordId, fingerprint: string, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
     const { phased, oneTransaction, adapterHost } = this.idempotency;
+    if (abandonment?.isAbandoned) return { steps: NO_STEPS, error: new HandlerAbandonedError() };
     const guard = response === undefined ? undefined : ResponseGuard.hold(response);
+    const stopListening = guard && abandonment?.onAbandon(() => guard.abandon());
     try {
-      return route.lease
-        ? await phased.execute(id, fingerprint, route, next, request, response)
-        : await oneTransaction.execute(id, fingerprint, oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard), next);
+      if (route.lease) return await phased.execute(id, fingerprint, route, next, request, response);
+      const terms = oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard);
+      terms.abandonment = abandonment;
+      return await oneTransaction.execute(id, fingerprint, terms, next);
     } finally {
+      stopListening?.();
       guard?.release();
     }
   }

@@ -5,6 +5,7 @@ import type { IdempotentOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import type { IdempotentMessageOptions } from '../messaging/idempotent-message.js';
 import { IdempotentMessageFilter } from '../messaging/idempotent-message.filter.js';
+import { trackHandlerCalls } from './tracked-handlers.js';
 
 /**
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
@@ -47,7 +48,9 @@ import { IdempotentMessageFilter } from '../messaging/idempotent-message.filter.
  */
 export function Idempotent(options: IdempotentOptions & IdempotentMessageOptions = {}): ClassDecorator & MethodDecorator {
   // One interceptor for routes, mutations and message handlers (`rpc`); each filter passes the other's errors through.
+  // The handler is wrapped first, so that the metadata applied next lands on what Nest will call.
   return applyDecorators(
+    trackHandlerCalls as ClassDecorator & MethodDecorator,
     SetMetadata(IDEMPOTENT_ROUTE, options),
     UseInterceptors(IdempotencyInterceptor),
     UseFilters(IdempotencyFilter, IdempotentMessageFilter),

@@ -40,6 +40,19 @@ export interface IdempotencyModuleOptions {
    */
   wait?: number;
   /**
+   * How long, in ms, a one-transaction request waits for its handler's own
+   * work to settle once an operator gave up on its Observable: a `timeout()`
+   * bound inside `@Idempotent()` or around it, a `Promise.all` that rejected
+   * while another branch still runs. Until then the request's transaction
+   * stays open, so its key stays claimed (a retry waits and replays, or gets
+   * 409) and the late writes still go into it; then it rolls back. A write
+   * the handler makes after that throws `TransactionClosedError`. The
+   * client has its answer meanwhile, unless the answer is one that
+   * `storeErrors` records. Each such request holds its connection until
+   * then. Default 30 000.
+   */
+  settleTimeout?: number;
+  /**
    * When a one-transaction route claims its key: see `ClaimMode`. Default
    * `'first'`, the mode in which a concurrent or sequential retry never runs
    * the handler again.
@@ -297,6 +310,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     tenantConfigured: options.tenant !== undefined,
     replayHeaders,
     wait: options.wait ?? 1000,
+    settleTimeout: options.settleTimeout ?? 30_000,
     claim: options.claim === undefined ? 'first' : checkedClaimMode(options.claim, 'IdempotencyModule'),
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,

@@ -35,6 +35,8 @@ export class ResponseGuard {
   private heldWrite?: string;
   /** Holding while the handler runs; open for the module's answer; closed once that answer ended. */
   private mode: 'holding' | 'open' | 'closed' = 'holding';
+  /** Set once an operator around the route gave up on it: the response is the app's again. */
+  private abandoned = false;
   private readonly raw: Writable;
   private readonly statusBefore: number;
   private readonly headersBefore: Array<[string, HeaderValue]>;
@@ -73,6 +75,7 @@ export class ResponseGuard {
 
   /** Puts back the status and headers the handler found. */
   restore(): void {
+    if (this.abandoned) return;
     const target = this.response;
     const kept = new Set(this.headersBefore.map(([name]) => name));
     for (const name of Object.keys(target.getHeaders())) {
@@ -95,6 +98,7 @@ export class ResponseGuard {
    * stream of the handler's, still writing into a response that was answered).
    */
   release(): void {
+    if (this.abandoned) return;
     (this.raw as unknown as NodeJS.EventEmitter).off('pipe', onPipe);
     if (this.heldWrite === undefined) {
       guards.delete(this.raw);
@@ -103,6 +107,19 @@ export class ResponseGuard {
     }
     this.restore();
     this.mode = 'open';
+  }
+
+  /**
+   * Stops holding for good: an operator around the route (an outer
+   * `timeout()`) gave up on it, and Nest answers what that operator threw,
+   * through this response, while the module will answer nothing. What the
+   * handler wrote before stays held back.
+   */
+  abandon(): void {
+    this.abandoned = true;
+    (this.raw as unknown as NodeJS.EventEmitter).off('pipe', onPipe);
+    guards.delete(this.raw);
+    guards.delete(this.response);
   }
 
   /** A write on a held response: held back, or, once open, the module's answer going through. */

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
+import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
 export interface SavepointChannel {
@@ -69,7 +70,7 @@ export class RequestTransaction {
   static install(runner: QueryRunner, channel: SavepointChannel): RequestTransaction {
     const transaction = new RequestTransaction(runner, channel);
     const query = transaction.query;
-    runner.query = (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args));
+    runner.query = (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args).catch(transaction.failed));
     const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
     for (const name of ATOMIC_METHODS) {
       const method = manager[name];
@@ -94,14 +95,38 @@ export class RequestTransaction {
     return transaction ? units.run(transaction, work) : work();
   }
 
+  /** Set once the handler's own work has settled: later units are refused, though the flow still has statements to send. */
+  private shutToHandler = false;
+
   get isOpen(): boolean {
-    return this.channel.open && !this.runner.isReleased;
+    return this.channel.open && !this.shutToHandler && !this.runner.isReleased;
+  }
+
+  /**
+   * Refuses every unit from now on, with `TransactionClosedError`: the flow
+   * calls it once the handler has settled, so that nothing it left behind
+   * (a timer, a promise it did not await) slips in before COMMIT.
+   */
+  shut(): void {
+    this.shutToHandler = true;
   }
 
   /** The connection failed before the flow sent COMMIT or ROLLBACK, and TypeORM released the runner. */
   get connectionLost(): boolean {
-    return this.channel.open && this.runner.isReleased;
+    return this.channel.open && !this.shutToHandler && this.runner.isReleased;
   }
+
+  /**
+   * The first serialization failure or deadlock a statement of the handler's
+   * met, caught or not: the transaction's view or locks were what PostgreSQL
+   * gave up on, so the request rolls back and its retry runs afresh.
+   */
+  conflict?: unknown;
+
+  private readonly failed = (error: unknown): never => {
+    if (this.conflict === undefined && transactionConflictOf(error)) this.conflict = error;
+    throw error;
+  };
 
   /** What a statement meets once the transaction is not open. */
   closedError(): Error {
@@ -187,9 +212,6 @@ async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<u
 /** "current transaction is aborted, commands ignored until end of transaction block". */
 const IN_FAILED_TRANSACTION = '25P02';
 
-function sqlStateOf(error: unknown): unknown {
-  return ((error as { driverError?: { code?: unknown } }).driverError ?? (error as { code?: unknown }))?.code;
-}
 
 /**
  * A `transaction()` that asks for REPEATABLE READ or SERIALIZABLE: without

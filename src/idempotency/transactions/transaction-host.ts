@@ -21,8 +21,10 @@ import { dataSourceOf, joinTransactions } from './transaction-join.js';
  *
  * Everything started inside a request inherits its context, timers too (an
  * `AsyncLocalStorage`): work that runs while the request's transaction is
- * open joins it; work that runs after it ended runs on its own, as without
- * the module. Start background work that must never join with `outside()`.
+ * open joins it; once it ended, such work fails with
+ * `TransactionClosedError` on every path to the database, like a write on
+ * a closed EntityManager, rather than commit on its own after the request
+ * answered. Start background work with `outside()`.
  *
  * @example
  * constructor(private readonly tx: TransactionHost) {}
@@ -92,17 +94,20 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * The transaction of the caller on `dataSource`; none outside one or once
-   * it ended, so that everything runs as without the module. One that lost
-   * its connection stays the caller's: its writes fail on the released
-   * runner rather than commit on their own, apart from the outcome.
+   * The transaction of the caller on `dataSource`; none outside one, so that
+   * everything runs as without the module. A request's stays the caller's
+   * once it ended, or lost its connection: every path to the database then
+   * fails on its runner (`TransactionClosedError`), rather than commit on
+   * its own after the request has answered. A transaction of the app's own,
+   * run with `run()`, is the caller's only while it is open.
    */
   private joinable(dataSource: DataSource): QueryRunner | undefined {
     const manager = this.storage.getStore();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
     if (!manager || manager === dataSource.manager || dataSourceOf(manager) !== dataSource) return undefined;
     const runner = manager.queryRunner;
-    return runner && (isOpen(runner) || connectionLost(runner)) ? runner : undefined;
+    if (!runner) return undefined;
+    return RequestTransaction.of(runner) || isOpen(runner) || connectionLost(runner) ? runner : undefined;
   }
 }
 
