@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type AttemptEvent, IdempotencyConfigurationError, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /**
@@ -20,6 +20,7 @@ describe('claim modes', () => {
   const start = async (options: IdempotencyModuleOptions, adapter: HttpAdapterName = 'express') => {
     const running = await startApp({ imports: ledgerAppModules(db.url, options) }, { adapter });
     apps.push(running);
+    await db.query(COMMIT_FAULTS);
     return { url: running.url, ledger: running.app.get(Ledger) };
   };
   const post = (url: string, path: string, key: string, label: string) => request(url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label });

@@ -5,7 +5,7 @@ import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { adaptersWithDrivers } from './support/claim-drivers.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { DataSource } from 'typeorm';
 import { FastReplay } from '../src/idempotency/flow/fast-replay.js';
@@ -49,6 +49,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
     running = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, claim }, driver.dataSource) }, { adapter });
+    await db.query(COMMIT_FAULTS);
     ledger = running.app.get(Ledger);
   });
   afterEach(() => {

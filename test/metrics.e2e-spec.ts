@@ -4,7 +4,7 @@ import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/
 import { IdempotencyMetricsModule } from '../src/idempotency/metrics/index.js';
 import { MetricsController } from '../src/demo/metrics/metrics.controller.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, Ledger, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /** The value of one sample in Prometheus text format, 0 when absent. */
@@ -29,16 +29,12 @@ describe.each(HTTP_ADAPTERS)('/metrics under a scripted scenario (%s)', (adapter
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    // Fails at COMMIT, after the handler and the outcome were written.
-    await db.query(`CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.label = 'fail-at-commit' THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NEW; END $$`);
-    await db.query(`CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON ledger_entries DEFERRABLE INITIALLY DEFERRED
-      FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`);
     running = await startApp({
       // No replay cache: the scenario ages records in the database, behind the cache's back.
       imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false, replayCacheSize: 0, claim: 'first' }), IdempotencyMetricsModule.forRoot()],
       controllers: [MetricsController],
     }, { adapter });
+    await db.query(COMMIT_FAULTS);
   });
   afterAll(async () => {
     await running?.close();
@@ -69,6 +65,7 @@ describe.each(HTTP_ADAPTERS)('/metrics under a scripted scenario (%s)', (adapter
     await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = 'k-first'`);
     await post('/entries', 'k-first', 'a'); // takes the expired record over
 
+    running.app.get(Ledger).script.push({ failAtCommit: true });
     expect((await post('/entries', 'k-commit', 'fail-at-commit')).status).toBe(500); // commit failure
 
     gate.mode = 'fail';

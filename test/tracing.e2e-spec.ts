@@ -8,7 +8,7 @@ import { finalize, Observable } from 'rxjs';
 import { type AttemptEvent, IDEMPOTENCY_CHANNELS } from '../src/idempotency/index.js';
 import { traceIdempotency } from '../src/idempotency/tracing/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const exporter = new InMemorySpanExporter();
@@ -57,13 +57,10 @@ describe.each(HTTP_ADAPTERS)('tracing (%s)', (adapter) => {
     stopTracing = traceIdempotency({ tracerProvider: provider });
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    await db.query(`CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.label = 'fail-at-commit' THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NEW; END $$`);
-    await db.query(`CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON ledger_entries DEFERRABLE INITIALLY DEFERRED
-      FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`);
     // No replay cache: a replay claims, and shows a claim span. The server span leaves bodies alone, so it may run around @Idempotent().
     // Claimed first, so that the spans come in the order claim, handler, commit (at commit: handler, claim, commit).
     running = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, allowInterceptorsAround: [ServerSpan], claim: 'first' }), providers: [{ provide: APP_INTERCEPTOR, useClass: ServerSpan }] }, { adapter });
+    await db.query(COMMIT_FAULTS);
   });
   afterAll(async () => {
     stopTracing?.();
@@ -132,12 +129,13 @@ describe.each(HTTP_ADAPTERS)('tracing (%s)', (adapter) => {
   });
 
   it('marks the commit span failed, with the database error, when COMMIT fails', async () => {
+    running.app.get(Ledger).script.push({ failAtCommit: true });
     const { status, span } = await post('/entries', 'trace-commit-fails', 'fail-at-commit');
     expect(status).toBe(500);
     const { attempt, steps } = traceOf(span);
     expect(attempt.status.code).toBe(SpanStatusCode.ERROR);
     expect(steps.get('idempotency.handler')!.status.code).toBe(SpanStatusCode.UNSET);
-    expect(steps.get('idempotency.commit')!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'refused at commit' });
+    expect(steps.get('idempotency.commit')!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'scripted failure at commit' });
   });
 
   it('traces a phased operation: the claim, the operation and the fenced outcome write', async () => {

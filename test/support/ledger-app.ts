@@ -313,16 +313,27 @@ export const LEDGER_SCHEMA = `
   CREATE TABLE IF NOT EXISTS ledger_locks (id int PRIMARY KEY);
   INSERT INTO ledger_locks VALUES (1) ON CONFLICT DO NOTHING;
   CREATE TABLE IF NOT EXISTS ledger_labels (label text PRIMARY KEY);
-  CREATE TABLE IF NOT EXISTS ledger_slow_commits (ms int NOT NULL, fail boolean NOT NULL);
+  CREATE TABLE IF NOT EXISTS ledger_slow_commits (ms int NOT NULL, fail boolean NOT NULL, tx bigint NOT NULL DEFAULT txid_current());`;
+
+/**
+ * What makes a scripted COMMIT slow, or fail (`commitDelayMs`,
+ * `failAtCommit`): a deferred trigger on the module's records, which a
+ * request's transaction writes with its COMMIT, sleeps for (and may fail on)
+ * the rows that transaction put in `ledger_slow_commits`. A deferred trigger
+ * on a table of the ledger's would fire at the end of the write that fills
+ * it, as that write's own COMMIT would. Installed once the app's migrations
+ * created the records table.
+ */
+export const COMMIT_FAULTS = `
   CREATE OR REPLACE FUNCTION ledger_sleep_at_commit() RETURNS trigger LANGUAGE plpgsql AS
-    'BEGIN
-       PERFORM pg_sleep(NEW.ms / 1000.0);
-       IF NEW.fail THEN RAISE EXCEPTION ''scripted failure at commit''; END IF;
+    'DECLARE fault record;
+     BEGIN
+       FOR fault IN SELECT ms, fail FROM ledger_slow_commits WHERE tx = txid_current() LOOP
+         PERFORM pg_sleep(fault.ms / 1000.0);
+         IF fault.fail THEN RAISE EXCEPTION ''scripted failure at commit''; END IF;
+       END LOOP;
        RETURN NULL;
      END';
-  DO 'BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = ''ledger_slow_commit'') THEN
-      CREATE CONSTRAINT TRIGGER ledger_slow_commit AFTER INSERT ON ledger_slow_commits
-        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_sleep_at_commit();
-    END IF;
-  END'`;
+  DROP TRIGGER IF EXISTS ledger_slow_commit ON idempotency_records;
+  CREATE CONSTRAINT TRIGGER ledger_slow_commit AFTER INSERT OR UPDATE ON idempotency_records
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_sleep_at_commit();`;

@@ -56,7 +56,7 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
   it('sends BEGIN and the claim in one socket write by corking the client’s `connection.stream`', async () => {
     const driver = new PgClientDriver(runner, client, { preparedStatements: true });
     const writes = countWrites(client);
-    const settled = await driver.begin([`SELECT 'claimed' AS claim`]);
+    const settled = await driver.begin('READ COMMITTED', [`SELECT 'claimed' AS claim`]);
     expect(settled).toEqual([{ status: 'fulfilled', value: expect.objectContaining({ rows: [{ claim: 'claimed' }] }) }]);
     expect(writes.count).toBe(1);
     await driver.rollback();
@@ -65,7 +65,7 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
   it('holds BEGIN back in the corked socket until the next statement on the connection, and sends both in one write', async () => {
     const driver = new PgClientDriver(runner, client, { preparedStatements: true });
     const writes = countWrites(client);
-    await driver.open([]);
+    await driver.open('READ COMMITTED', []);
     expect(writes.count).toBe(0);
     // PostgreSQL refuses a SAVEPOINT outside a transaction block: it ran inside the held-back BEGIN's.
     await runner.query('SAVEPOINT probe');
@@ -76,7 +76,7 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
   it('sends a held-back BEGIN on the next turn of the event loop when no statement follows', async () => {
     const driver = new PgClientDriver(runner, client, { preparedStatements: true });
     const writes = countWrites(client);
-    await driver.open([]);
+    await driver.open('READ COMMITTED', []);
     await new Promise((resolve) => setImmediate(resolve));
     expect(writes.count).toBe(1);
     await driver.rollback();
@@ -87,7 +87,7 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     await client.query('BEGIN');
     await client.query('SELECT 1/0').catch(() => undefined);
     const driver = new PgClientDriver(runner, client, { preparedStatements: true });
-    await driver.open([]);
+    await driver.open('READ COMMITTED', []);
     const sent: string[] = [];
     const query = client.query.bind(client);
     client.query = ((statement: Parameters<PgClient['query']>[0]) => (sent.push(typeof statement === 'string' ? statement : statement.text), query(statement))) as PgClient['query'];
@@ -115,7 +115,7 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
 
   it('makes `runner.manager` writes join the transaction it began behind TypeORM’s back (a nested transaction is a savepoint)', async () => {
     const driver = new PgClientDriver(runner, client, { preparedStatements: true });
-    await driver.begin([]);
+    await driver.begin('READ COMMITTED', []);
     const sent: string[] = [];
     const query = runner.query.bind(runner);
     runner.query = ((sql: string, ...rest: unknown[]) => (sent.push(sql), query(sql, ...(rest as [])))) as QueryRunner['query'];

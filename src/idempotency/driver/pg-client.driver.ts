@@ -1,9 +1,15 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
 import { unnamedAfter } from './named-statements.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
-const BEGIN = 'START TRANSACTION ISOLATION LEVEL READ COMMITTED';
+/** BEGIN at each level, spelt once. */
+const BEGIN: Readonly<Record<IsolationLevel, string>> = {
+  'READ COMMITTED': 'START TRANSACTION ISOLATION LEVEL READ COMMITTED',
+  'REPEATABLE READ': 'START TRANSACTION ISOLATION LEVEL REPEATABLE READ',
+  SERIALIZABLE: 'START TRANSACTION ISOLATION LEVEL SERIALIZABLE',
+};
 
 /** The node-postgres client under a TypeORM QueryRunner (`runner.connect()`), as far as this driver uses it. */
 export interface PgClient {
@@ -70,9 +76,9 @@ export class PgClientDriver implements TransactionDriver {
     return undefined;
   }
 
-  async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+  async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     this.setTypeOrmState(true);
-    const [begun, ...settled] = await this.sendTogether<Row>([BEGIN, ...statements]);
+    const [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
     // Without BEGIN, a claim that succeeded would have committed on its own: the caller rolls back what it can.
     if (begun.status === 'rejected') throw begun.reason;
     return settled;
@@ -89,12 +95,12 @@ export class PgClientDriver implements TransactionDriver {
    * statements run inside the transaction; their answers are checked at
    * commit. Without pipelining, the answers are awaited here.
    */
-  async open(statements: TransactionStatement[]): Promise<void> {
-    if (!this.client.pipeline) return throwFirstFailure(await this.begin(statements));
+  async open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void> {
+    if (!this.client.pipeline) return throwFirstFailure(await this.begin(isolation, statements));
     this.setTypeOrmState(true);
     const stream = this.client.connection!.stream!;
     stream.cork!();
-    this.opening = Promise.allSettled([BEGIN, ...statements].map((statement) => this.send<unknown>(statement)));
+    this.opening = Promise.allSettled([BEGIN[isolation], ...statements].map((statement) => this.send<unknown>(statement)));
     this.uncorkOpening = () => {
       this.uncorkOpening = undefined;
       stream.uncork!();

@@ -1,4 +1,5 @@
 import type { PreparedStatement } from '../records/record.statements.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
 
 /** What a statement answers: its rows. */
 export interface StatementResult<Row> {
@@ -21,18 +22,18 @@ export type TransactionStatement = PreparedStatement | string;
  */
 export interface TransactionDriver {
   /**
-   * Opens a READ COMMITTED transaction and runs `statements` in it, sent
+   * Opens a transaction at `isolation` and runs `statements` in it, sent
    * together where the connection allows. Every statement runs and settles,
    * as PostgreSQL runs a pipeline: after a failure, the rest fail too.
    */
-  begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
+  begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
   /**
    * Opens the transaction with `statements` whose answers nobody reads. A
    * driver may hold them back to go out with the caller's next statement,
    * and then throws their failure from `commit()`; otherwise it throws it
    * here.
    */
-  open(statements: TransactionStatement[]): Promise<void>;
+  open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void>;
   /** Runs one statement in the open transaction. */
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
   /** Runs statements in the open transaction, sent together where the connection allows; each settles, as in `begin`. */

@@ -1,11 +1,12 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 /**
  * The claim's transaction through TypeORM's public QueryRunner API only:
- * `startTransaction('READ COMMITTED')`, `query()`, `commitTransaction()`,
+ * `startTransaction(isolation)`, `query()`, `commitTransaction()`,
  * `rollbackTransaction()`. TypeORM keeps its own transaction flags, and its
  * transaction subscribers and query logging see the module's statements.
  * Statements go one after another, unnamed: BEGIN and its isolation level
@@ -16,13 +17,13 @@ export class TypeOrmDriver implements TransactionDriver {
 
   constructor(private readonly runner: QueryRunner) {}
 
-  async begin<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    await this.own(() => this.runner.startTransaction('READ COMMITTED'));
+  async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    await this.own(() => this.runner.startTransaction(isolation));
     return settleInTurn(statements, (statement) => this.query<Row>(statement));
   }
 
-  async open(statements: TransactionStatement[]): Promise<void> {
-    throwFirstFailure(await this.begin(statements));
+  async open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void> {
+    throwFirstFailure(await this.begin(isolation, statements));
   }
 
   async query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {

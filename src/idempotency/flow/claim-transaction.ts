@@ -3,7 +3,7 @@ import type { QueryRunner } from 'typeorm';
 import { type PgClient, PgClientDriver } from '../driver/pg-client.driver.js';
 import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from '../driver/transaction-driver.js';
 import { TypeOrmDriver } from '../driver/typeorm.driver.js';
-import type { ClaimDriverName } from '../options/idempotency.options.js';
+import type { ClaimDriverName, IsolationLevel } from '../options/idempotency.options.js';
 import type { PreparedStatement } from '../records/record.statements.js';
 
 /** How the module's statements go to the server. */
@@ -29,18 +29,23 @@ export class ClaimTransaction {
 
   private constructor(private readonly driver: TransactionDriver) {}
 
-  /** Begins a READ COMMITTED transaction and runs `statements` in it, sent together where the connection allows, and answers their results. */
-  static async begin(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<{ transaction: ClaimTransaction; results: StatementResult<unknown>[] }> {
-    return ClaimTransaction.start(runner, options, async (driver) => valuesOf(await driver.begin<unknown>(statements))).then(([transaction, results]) => ({ transaction, results }));
+  /** Begins a transaction at `isolation` and runs `statements` in it, sent together where the connection allows, and answers their results. */
+  static async begin(
+    runner: QueryRunner,
+    options: ClaimTransactionOptions,
+    isolation: IsolationLevel,
+    ...statements: TransactionStatement[]
+  ): Promise<{ transaction: ClaimTransaction; results: StatementResult<unknown>[] }> {
+    return ClaimTransaction.start(runner, options, async (driver) => valuesOf(await driver.begin<unknown>(isolation, statements))).then(([transaction, results]) => ({ transaction, results }));
   }
 
   /**
-   * Begins a READ COMMITTED transaction with `statements` whose answers
+   * Begins a transaction at `isolation` with `statements` whose answers
    * nobody reads: on a pipelined connection they go out with the caller's
    * next statement, and a failure among them throws from `commitWith()`.
    */
-  static async open(runner: QueryRunner, options: ClaimTransactionOptions, ...statements: TransactionStatement[]): Promise<ClaimTransaction> {
-    const [transaction] = await ClaimTransaction.start(runner, options, (driver) => driver.open(statements));
+  static async open(runner: QueryRunner, options: ClaimTransactionOptions, isolation: IsolationLevel, ...statements: TransactionStatement[]): Promise<ClaimTransaction> {
+    const [transaction] = await ClaimTransaction.start(runner, options, (driver) => driver.open(isolation, statements));
     return transaction;
   }
 

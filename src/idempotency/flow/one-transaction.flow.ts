@@ -3,10 +3,10 @@ import { performance } from 'node:perf_hooks';
 import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
-import { isKeyHeldAtCommit, isLockTimeout } from '../driver/database-errors.js';
+import { isKeyHeldAtCommit, isLockTimeout, transactionConflictOf } from '../driver/database-errors.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
-import type { ClaimMode, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { ClaimMode, IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type RecordedAtCommitRow } from '../records/record.statements.js';
 import { type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -19,6 +19,8 @@ import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
 const SAVEPOINT_NAME = 'idempotency_claim';
+/** Claims by record that meet a holder committed after their snapshot, before the request answers 503. */
+const MAX_CLAIM_ATTEMPTS = 3;
 const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
 
 /** What the caller decides about one call of the flow: an HTTP route, a GraphQL field, a message handler. */
@@ -27,6 +29,8 @@ export interface OneTransactionTerms {
   wait: number;
   /** When the key is claimed; the module's `claim` when absent. */
   claim?: ClaimMode;
+  /** The transaction's isolation level; the app's (`IdempotencyDataSource.isolation`) when absent. */
+  isolation?: IsolationLevel;
   /** The outcome to record for the handler's result. */
   capture(result: unknown): RecordedOutcome;
   /**
@@ -84,16 +88,18 @@ export class OneTransactionFlow {
     const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
     const held: HeldConnection = { handedOver: false };
+    const isolation = terms.isolation ?? this.served.isolation;
     let transaction: ClaimTransaction | undefined;
     try {
       if (!first) {
-        transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
-        return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, undefined);
+        transaction = await ClaimTransaction.open(runner, this.options, isolation, ...this.savepoint(terms));
+        return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, undefined);
       }
-      const guarded = await this.guard(runner, steps, id, fingerprint, terms);
+      // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
+      const guarded = isolation === 'READ COMMITTED' ? await this.guard(runner, steps, id, fingerprint, terms) : await this.guardByRecord(runner, steps, id, fingerprint, terms, isolation);
       if ('settled' in guarded) return { steps, settled: guarded.settled };
       transaction = guarded.transaction;
-      return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, guarded.expiresAt);
+      return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, guarded);
     } catch (error) {
       await transaction?.rollback();
       terms.restoreResponse?.();
@@ -117,12 +123,12 @@ export class OneTransactionFlow {
    * `wait` (409 after), then read again: its outcome, or the key, if it
    * rolled back.
    */
-  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date } | { settled: Settled }> {
+  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false } | { settled: Settled }> {
     const started = performance.now();
     const lock = IdempotencyStatements.tryLock(id);
     const read = IdempotencyStatements.readRecord(id);
     // The savepoint rides along; it is only ever rolled back to once the key is this request's.
-    const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, lock, read, ...this.savepoint(terms)));
+    const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', lock, read, ...this.savepoint(terms)));
     const { transaction } = begun;
     try {
       const [{ locked, database_now }] = begun.results[0].rows as Array<{ locked: boolean; database_now: Date }>;
@@ -133,12 +139,54 @@ export class OneTransactionFlow {
         [holder] = waited[1].rows as LiveRecordRow[];
       }
       this.replays.observe(id.operation, holder !== undefined);
-      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention) };
+      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention), byRecord: false };
       await transaction.rollback();
       return { settled: this.replayOf(holder, id, fingerprint, terms) };
     } catch (error) {
       await transaction.rollback();
       throw error;
+    }
+  }
+
+  /**
+   * Claims the key first at REPEATABLE READ or SERIALIZABLE. There the
+   * transaction's snapshot is taken by its first statement, before the
+   * key's advisory lock is held, and would not see what a holder committed
+   * meanwhile. So the claim inserts the key's in-progress record instead:
+   * it waits on an owner in flight, and fails with a serialization failure
+   * when the key's record was committed after the snapshot; then a fresh
+   * transaction claims again and sees it. The record is completed with COMMIT.
+   */
+  private async guardByRecord(
+    runner: QueryRunner,
+    steps: FlowSteps,
+    id: RecordId,
+    fingerprint: string,
+    terms: OneTransactionTerms,
+    isolation: IsolationLevel,
+  ): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
+    const started = performance.now();
+    const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
+    for (let attempt = 1; ; attempt++) {
+      let begun: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
+      try {
+        begun = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, isolation, claim, ...this.savepoint(terms))));
+      } catch (error) {
+        if (transactionConflictOf(error) !== 'serialization' || attempt === MAX_CLAIM_ATTEMPTS) throw error;
+        steps.collided = true;
+        continue;
+      }
+      const { transaction } = begun;
+      try {
+        const row = begun.results[0].rows[0] as ClaimRow;
+        const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
+        if (held) return { settled: held };
+        if (row.took_over) steps.tookOver = 'expired';
+        return { transaction, expiresAt: row.expires_at!, byRecord: true };
+      } catch (error) {
+        await transaction.rollback();
+        throw error;
+      }
     }
   }
 
@@ -158,9 +206,11 @@ export class OneTransactionFlow {
     fingerprint: string,
     terms: OneTransactionTerms,
     next: CallHandler,
-    expiresAt: Date | undefined,
+    isolation: IsolationLevel,
+    claimed: { expiresAt: Date; byRecord: boolean } | undefined,
   ): Promise<FlowEnding<OneTransactionSettled>> {
-    const handled = await this.runHandler(transaction, runner, id, terms, next, steps, expiresAt !== undefined);
+    const expiresAt = claimed?.expiresAt;
+    const handled = await this.runHandler(transaction, runner, id, terms, next, steps, isolation, expiresAt !== undefined);
     if ('error' in handled) {
       const { error, running } = handled;
       if (running) {
@@ -181,8 +231,18 @@ export class OneTransactionFlow {
     }
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
-    const record = IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
-    const committed = await this.commitRecord(transaction, id, terms, steps, record);
+    const record = claimed?.byRecord ? IdempotencyStatements.completeClaim(id, outcome) : IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
+    let committed: { rows: RecordedAtCommitRow[] } | undefined;
+    try {
+      committed = await this.commitRecord(transaction, id, terms, steps, record);
+    } catch (error) {
+      // Claimed at commit above READ COMMITTED, a holder committed after this transaction's snapshot fails the insert so.
+      if (claimed || transactionConflictOf(error) !== 'serialization') throw error;
+      terms.restoreResponse?.();
+      const replay = await this.replayCommitted(runner, id, fingerprint, terms).catch(() => undefined);
+      if (!replay) throw error; // no holder: a conflict over the business rows
+      return { steps, settled: replay };
+    }
     if (!committed) {
       terms.restoreResponse?.();
       return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
@@ -249,7 +309,7 @@ export class OneTransactionFlow {
     const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
     let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
     try {
-      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, claim));
+      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', claim));
     } catch (error) {
       if (steps.collided) throw error; // the owner is still in flight: 409
       return { error: failure };
@@ -333,12 +393,13 @@ export class OneTransactionFlow {
     terms: OneTransactionTerms,
     next: CallHandler,
     steps: FlowSteps,
+    isolation: IsolationLevel,
     answersEarly: boolean,
   ): Promise<Handled | HandlerFailed> {
     // The caller gave up while the key was claimed: the handler must not start for nobody.
     if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
     const started = performance.now();
-    const joined = RequestTransaction.install(runner, transaction);
+    const joined = RequestTransaction.install(runner, transaction, { isolation, deferredConstraints: this.served.deferredConstraints });
     const { manager } = runner;
     // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
     const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);

@@ -1,7 +1,7 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { type AbstractHttpAdapter, Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from '../errors/idempotency.exceptions.js';
-import { checkedClaimMode, type ClaimMode, type IdempotentOptions, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from '../graphql/graphql-call.js';
@@ -25,6 +25,8 @@ export interface IdempotentRoute {
   retention: number;
   wait: number;
   claim: ClaimMode;
+  /** The route's own isolation level; unset, the app's (see `IdempotentOptions.isolation`). */
+  isolation?: IsolationLevel;
   retryAfterSeconds: number;
   /** The status Nest answers a success with: `@HttpCode()`, else 201 for POST and 200 otherwise. */
   successStatus: number;
@@ -86,6 +88,7 @@ export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractH
     retention: route.retention,
     wait: route.wait,
     claim: route.claim,
+    isolation: route.isolation,
     capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, adapter, response)),
     inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
   };
@@ -174,6 +177,13 @@ export class IdempotentRoutes {
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     const claim = options.claim === undefined ? this.options.claim : checkedClaimMode(options.claim, where);
     if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));
+    const isolation = options.isolation === undefined ? undefined : isolationLevelOf(options.isolation);
+    if (options.isolation !== undefined && !isolation) {
+      throw new IdempotencyConfigurationError(`${where}: isolation must be 'READ COMMITTED', 'REPEATABLE READ' or 'SERIALIZABLE', got ${JSON.stringify(options.isolation)}.`);
+    }
+    if (isolation && options.phases) {
+      throw new IdempotencyConfigurationError(`${where}: a phased route runs each local phase in a READ COMMITTED transaction of its own; isolation is for one-transaction routes.`);
+    }
     return {
       operation,
       derivedFrom: paths,
@@ -182,6 +192,7 @@ export class IdempotentRoutes {
       retention,
       wait,
       claim,
+      isolation,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
       storeErrors: new Set(options.storeErrors ?? []),

@@ -205,6 +205,19 @@ export interface IdempotentOptions {
   /** When this route claims its key (`ClaimMode`); the module's `claim` by default. Phased routes always claim first. */
   claim?: ClaimMode;
   /**
+   * The isolation level of the request's transaction, for a handler that
+   * needs a stricter one than the app's own transactions get: a
+   * `transaction('SERIALIZABLE', …)` or `SET TRANSACTION ISOLATION LEVEL`
+   * inside the handler cannot raise it, since they become savepoints of the
+   * request's transaction. Default: the level the app's transactions get,
+   * the DataSource's `isolationLevel` (TypeORM 1.x), else the database's
+   * `default_transaction_isolation` for the app's connections, read at
+   * startup. At REPEATABLE READ and SERIALIZABLE a claimed-first key is
+   * claimed by inserting its record (a second write at commit completes it),
+   * and a serialization failure answers 503 with `Retry-After`.
+   */
+  isolation?: IsolationLevel;
+  /**
    * 4xx statuses of deterministic failures to record and replay, such as 402.
    * Any other error rolls back and releases the key. Default none. A
    * shorthand of `storeIf`: give one or the other.
@@ -265,6 +278,27 @@ export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
   if (CLAIM_MODES.includes(claim as string)) return claim as ClaimMode;
   const gone = claim === 'adaptive' ? " 'adaptive' is gone: 'first' writes the record once, with COMMIT, as 'at-commit' does, and never runs a duplicate." : '';
   throw new IdempotencyConfigurationError(`${where}: claim must be 'first' (the default) or 'at-commit', got ${JSON.stringify(claim)}.${gone}`);
+}
+
+/** The isolation levels PostgreSQL runs (READ UNCOMMITTED behaves as READ COMMITTED there). */
+export type IsolationLevel = 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE';
+
+const ISOLATION_LEVELS: readonly IsolationLevel[] = ['READ COMMITTED', 'REPEATABLE READ', 'SERIALIZABLE'];
+
+/**
+ * A level as TypeORM or PostgreSQL spell it (`'SERIALIZABLE'`,
+ * `'repeatable read'`, `'READ UNCOMMITTED'`), as PostgreSQL runs it; undefined
+ * for anything else.
+ */
+export function isolationLevelOf(level: unknown): IsolationLevel | undefined {
+  if (typeof level !== 'string') return undefined;
+  const upper = level.trim().replace(/\s+/g, ' ').toUpperCase();
+  return upper === 'READ UNCOMMITTED' ? 'READ COMMITTED' : ISOLATION_LEVELS.find((known) => known === upper);
+}
+
+/** Whether `level` guarantees at least what `than` does. */
+export function isAtLeast(level: IsolationLevel, than: IsolationLevel): boolean {
+  return ISOLATION_LEVELS.indexOf(level) >= ISOLATION_LEVELS.indexOf(than);
 }
 
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */

@@ -99,6 +99,20 @@ export const IdempotencyStatements = {
   },
 
   /**
+   * Completes a key claimed by its in-progress record (`claim`, as the
+   * flow claims at REPEATABLE READ and SERIALIZABLE) with its outcome, in the
+   * claim's own transaction; sent with COMMIT.
+   */
+  completeClaim(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
+    return {
+      name: 'idempotency.complete-claim',
+      text: `UPDATE idempotency_records SET status = 'completed', response_status = $4::smallint, response_headers = $5::jsonb, response_body = $6::text, completed_at = now()
+              WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING false AS took_over, expires_at, now() AS database_now`,
+      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body],
+    };
+  },
+
+  /**
    * The live records of several keys in one statement, read from the pool
    * outside any transaction: each row carries `i`, the 1-based position of
    * its key in `ids`. A key may appear more than once; each copy gets its row.

@@ -2,7 +2,7 @@ import { Inject, Injectable, type InjectionToken, type OnModuleInit } from '@nes
 import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { type IsolationLevel, isolationLevelOf, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 
 /**
@@ -31,6 +31,8 @@ export function dataSourceTokenOf(name: string): InjectionToken {
 @Injectable()
 export class IdempotencyDataSource implements OnModuleInit {
   private resolved?: DataSource;
+  private appIsolation: IsolationLevel = 'READ COMMITTED';
+  private deferred: readonly string[] = [];
 
   constructor(
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -41,8 +43,39 @@ export class IdempotencyDataSource implements OnModuleInit {
     return (this.resolved ??= this.lookUp());
   }
 
-  onModuleInit(): void {
-    this.resolved ??= this.lookUp();
+  /**
+   * The isolation level the app's own transactions get on this DataSource,
+   * and so the one an idempotent request's transaction starts at: the
+   * DataSource's `isolationLevel` (TypeORM 1.x), else the database's
+   * `default_transaction_isolation` for the app's connections (server,
+   * database, role and connection settings), read once at startup.
+   */
+  get isolation(): IsolationLevel {
+    return this.appIsolation;
+  }
+
+  /**
+   * The database's constraints checked at COMMIT (INITIALLY DEFERRED),
+   * qualified and quoted, read once at startup: each unit of a request's
+   * transaction checks them at its end, as its COMMIT would have. One added
+   * later is checked at the request's COMMIT, as before.
+   */
+  get deferredConstraints(): readonly string[] {
+    return this.deferred;
+  }
+
+  async onModuleInit(): Promise<void> {
+    const dataSource = (this.resolved ??= this.lookUp());
+    // The schema check fails such a boot, and says why.
+    if (!dataSource.isInitialized) return;
+    const [row] = (await dataSource.query(
+      `SELECT current_setting('default_transaction_isolation') AS isolation,
+              ARRAY(SELECT DISTINCT format('%I.%I', n.nspname, c.conname) FROM pg_catalog.pg_constraint c
+                      JOIN pg_catalog.pg_namespace n ON n.oid = c.connamespace WHERE c.condeferred ORDER BY 1) AS deferred`,
+    )) as Array<{ isolation: string; deferred: string[] }>;
+    const configured = (dataSource.options as { isolationLevel?: unknown }).isolationLevel;
+    this.appIsolation = isolationLevelOf(configured ?? row?.isolation) ?? this.appIsolation;
+    this.deferred = row?.deferred ?? [];
   }
 
   private lookUp(): DataSource {

@@ -2,6 +2,16 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
+import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
+
+/** What the request's transaction keeps of the app's own transactions. */
+export interface RequestTransactionTerms {
+  /** The level it runs at: a nested transaction or SET TRANSACTION asking for more is refused. */
+  isolation: IsolationLevel;
+  /** The database's INITIALLY DEFERRED constraints, which each unit checks at its end as its COMMIT would (see `CommitScopedState`). */
+  deferredConstraints: readonly string[];
+}
 
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
 export interface SavepointChannel {
@@ -21,7 +31,7 @@ const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
 const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
 
 /** The unit of work the caller runs in, if any: everything it starts belongs to it. */
-const units = new AsyncLocalStorage<RequestTransaction>();
+const units = new AsyncLocalStorage<object>();
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
 
 /**
@@ -58,31 +68,62 @@ export class RequestTransaction {
   /** A unit ran: its savepoint is released before the next one is taken. */
   private taken = false;
   private readonly query: QueryRunner['query'];
+  /** What the running unit's COMMIT would have ended. */
+  private readonly scoped: CommitScopedState;
 
   private constructor(
     private readonly runner: QueryRunner,
     private readonly channel: SavepointChannel,
+    { isolation, deferredConstraints }: RequestTransactionTerms,
   ) {
     this.query = runner.query;
+    this.scoped = new CommitScopedState(isolation, deferredConstraints);
   }
 
   /** Wraps `runner` (its `query()`, and its manager's atomic methods) for the handler's code. */
-  static install(runner: QueryRunner, channel: SavepointChannel): RequestTransaction {
-    const transaction = new RequestTransaction(runner, channel);
-    const query = transaction.query;
-    runner.query = (...args: Parameters<QueryRunner['query']>) => transaction.unit(() => query.apply(runner, args).catch(transaction.failed));
+  static install(runner: QueryRunner, channel: SavepointChannel, terms: RequestTransactionTerms): RequestTransaction {
+    const transaction = new RequestTransaction(runner, channel, terms);
+    runner.query = ((...args: unknown[]) =>
+      units.getStore() === transaction.ownScope ? transaction.send(args) : transaction.unit(() => transaction.statement(args))) as QueryRunner['query'];
     const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
     for (const name of ATOMIC_METHODS) {
       const method = manager[name];
       manager[name] = (...args: unknown[]) => {
-        if (name !== 'transaction' || units.getStore() === transaction) return transaction.unit(() => method.apply(manager, args));
-        refuseStricterIsolation(args[0]);
+        if (name !== 'transaction') return transaction.unit(() => method.apply(manager, args));
+        transaction.scoped.checkNested(args[0]);
+        if (units.getStore() === transaction) return method.apply(manager, args);
         return transaction.unit(() => endedAsCommitWould(method, manager, args));
       };
     }
     byRunner.set(runner, transaction);
     return transaction;
   }
+
+  /** Where the module's own statements run (the claim, COMMIT, through TypeORM's API): sent as they are, open or not. */
+  private readonly ownScope = {};
+
+  /** One statement of the handler's: looked at for state a COMMIT would end, then sent. */
+  private statement(args: unknown[]): Promise<unknown> {
+    const looked = this.scoped.before(args[0], args[1] as unknown[] | undefined, this.ownQuery);
+    if (!looked) return this.send(args).catch(this.failed);
+    return looked.then((replacement) => this.send(replacement ? [replacement.sql, [], ...args.slice(2)] : args).catch(this.failed));
+  }
+
+  private send(args: unknown[]): Promise<unknown> {
+    return (this.query as (...args: unknown[]) => Promise<unknown>).apply(this.runner, args);
+  }
+
+  /** The module's own statements inside a unit, past the wrappers, through TypeORM; answers the rows. */
+  private readonly ownQuery: OwnQuery = (sql, parameters) => this.query.call(this.runner, sql, parameters);
+
+  /** Sends statements of the module's own now, in one write where pipelined; the first failure throws. */
+  private readonly sendOwn = async (statements: string[]): Promise<void> => {
+    if (!this.channel.pipelined) {
+      await this.channel.enqueue(statements.join('; '));
+      return;
+    }
+    await Promise.all(statements.map((sql) => this.channel.enqueue(sql)));
+  };
 
   /** The request transaction installed on `runner`, if any. */
   static of(runner: QueryRunner): RequestTransaction | undefined {
@@ -92,7 +133,7 @@ export class RequestTransaction {
   /** Runs the module's own statements on `runner` (the claim, COMMIT) past the wrappers a request's transaction put on it. */
   static ownStatements<T>(runner: QueryRunner, work: () => Promise<T>): Promise<T> {
     const transaction = byRunner.get(runner);
-    return transaction ? units.run(transaction, work) : work();
+    return transaction ? units.run(transaction.ownScope, work) : work();
   }
 
   /** Set once the handler's own work has settled: later units are refused, though the flow still has statements to send. */
@@ -173,8 +214,11 @@ export class RequestTransaction {
     } else {
       await this.channel.enqueue(savepoint.join('; '));
     }
+    this.scoped.reset();
     try {
-      return await units.run(this, work);
+      const result = await units.run(this, work);
+      if (this.scoped.hasEnd) await units.run(this, () => this.scoped.end(this.ownQuery, this.sendOwn));
+      return result;
     } catch (error) {
       // Before the caller sees the failure: the transaction is usable again when it does.
       if (this.isOpen) await this.channel.enqueue(ROLLBACK_TO).catch(() => undefined);
@@ -211,19 +255,3 @@ async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<u
 
 /** "current transaction is aborted, commands ignored until end of transaction block". */
 const IN_FAILED_TRANSACTION = '25P02';
-
-
-/**
- * A `transaction()` that asks for REPEATABLE READ or SERIALIZABLE: without
- * the module it would get a transaction of that level; joined, it is a
- * savepoint of the request's READ COMMITTED transaction, which PostgreSQL
- * cannot raise. Refused rather than run weaker than asked.
- */
-function refuseStricterIsolation(isolation: unknown): void {
-  if (isolation !== 'REPEATABLE READ' && isolation !== 'SERIALIZABLE') return;
-  throw new Error(
-    `transaction('${isolation}', …) inside an @Idempotent() request joins the request's READ COMMITTED transaction as a savepoint, ` +
-      `and PostgreSQL cannot raise the isolation level of a running transaction. Run it in a transaction of its own with ` +
-      `TransactionHost.outside(() => dataSource.transaction('${isolation}', …)) (it then commits apart from the recorded outcome), or drop the level.`,
-  );
-}
