@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import { hashKey } from '../events/idempotency-events.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OutboxStatements } from './outbox.store.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
@@ -54,6 +55,7 @@ export class OutboxOutsideTransactionError extends Error {
 export class Outbox {
   constructor(
     private readonly transactions: TransactionHost,
+    private readonly tables: IdempotencyTables,
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
@@ -71,12 +73,12 @@ export class Outbox {
     const manager = this.transactions.manager;
     let rows: Array<{ id: string }>;
     if (operation) {
-      const statement = OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
+      const statement = this.tables.of(OutboxStatements).insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
       // On the flow's own transaction it goes named, prepared once per connection; in any other, through the current manager.
       const flow = operation.transaction?.manager === manager ? operation.transaction : undefined;
       rows = flow ? await flow.send(statement) : await manager.query(statement.text, statement.values);
     } else {
-      const statement = OutboxStatements.insert(insert, this.options.notify);
+      const statement = this.tables.of(OutboxStatements).insert(insert, this.options.notify);
       rows = await manager.query(statement.text, statement.values);
     }
     if (rows.length === 0) {
