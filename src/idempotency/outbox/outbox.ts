@@ -5,6 +5,7 @@ import { TransactionHost } from '../transactions/transaction-host.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OutboxStatements } from './outbox.store.js';
+import { storableJson, storableText } from './storable-event.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
 
 /** An event to deliver once the current transaction commits. */
@@ -59,15 +60,20 @@ export class Outbox {
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
-  /** Adds an event to the current transaction and returns its id. */
+  /**
+   * Adds an event to the current transaction and returns its id. An event
+   * PostgreSQL cannot store (a NUL character, or a lone UTF-16 surrogate, in
+   * any string of it) is refused with `OutboxEventUnstorableError` before
+   * anything is sent, so the transaction is not aborted by it.
+   */
   async add(event: NewOutboxEvent): Promise<string> {
     if (!this.transactions.isTransactional) throw new OutboxOutsideTransactionError();
     const operation = CurrentOperation.get();
     const insert = {
-      type: event.type,
-      payload: JSON.stringify(event.payload ?? null),
-      headers: JSON.stringify(event.headers ?? {}),
-      orderingKey: event.key ?? null,
+      type: storableText(event.type, 'type'),
+      payload: storableJson(event.payload ?? null, 'payload'),
+      headers: storableJson(event.headers ?? {}, 'headers'),
+      orderingKey: event.key == null ? null : storableText(event.key, 'key'),
       sourceKeyHash: operation ? hashKey(operation.id) : null,
     };
     const manager = this.transactions.manager;
