@@ -39,7 +39,7 @@ export async function reaperStatement(url: string): Promise<string> {
   } finally {
     await app.close();
   }
-  const statement = log.statements.find((text) => /DELETE FROM idempotency_records/i.test(text));
+  const statement = log.statements.find((text) => /DELETE FROM "[^"]+"\.idempotency_records/i.test(text));
   if (!statement) throw new Error('no DELETE from idempotency_records among the statements of a reaper pass');
   return statement;
 }

@@ -362,7 +362,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
         const fast = cold.app.get(FastReplay);
         const find = (inScope: string, key: string, asked = fingerprint) => fast.find({ scope: inScope, operation, key }, asked);
         const found = await Promise.allSettled([find(scope, keys[0]), find(scope, 'no-such-key'), find(hostile.scope, hostile.key, 'another-request'), find(scope, keys[0]), find(scope, keys[1])]);
-        expect(sent).toEqual(['idempotency.find-live']);
+        expect(sent).toEqual([expect.stringMatching(/^idempotency\.find-live\./)]);
         const [own, none, reused, again, moved] = found;
         expect(own).toMatchObject({ status: 'fulfilled', value: { replayed: true, outcome: { status: 201 } } });
         expect(again).toEqual(own);
@@ -468,7 +468,7 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     const named = await startApp({ imports: ledgerAppModules(db.url, { claim: 'first' }) }, { adapter });
     const unnamed = await startApp({ imports: ledgerAppModules(db.url, { preparedStatements: false, replayCacheSize: 0 }) }, { adapter });
     try {
-      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContain('idempotency.try-lock');
+      expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContainEqual(expect.stringMatching(/^idempotency\.try-lock\./));
 
       const first = await send(unnamed, '/entries/prepared', 'prepared-off', 'unprepared');
       expect(first.status).toBe(201);

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { ClaimMode } from '../src/idempotency/index.js';
 import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
-import { outboxAppModules, RecordingPublisher } from './support/outbox-app.js';
+import { outboxAppModules, RecordingPublisher, UNSTORABLE_EVENTS } from './support/outbox-app.js';
 import type { OutboxMessage } from '../src/idempotency/index.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -106,6 +106,17 @@ describe('the outbox', () => {
       await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = 'reused-1' AND scope = 'tenant:acme'`);
       const again = (await post(app, 'reused-1', body, 'acme').expect(201)).body.events[0];
       expect(new Set([acme, globex, again]).size).toBe(3);
+    });
+
+    it('refuses an event PostgreSQL cannot store before sending it, naming the field: the handler catches it and its other writes commit', async () => {
+      const app = await start(undefined);
+      const send = () => request(app.url).post('/eventful/despite-unstorable').set('Idempotency-Key', 'unstorable-1').set('X-Tenant', 'acme').send({ label: 'despite', events: [{ type: 'entry.created' }] });
+      const first = await send().expect(201);
+      expect(first.body.refused).toEqual(UNSTORABLE_EVENTS.map(([field]) => field));
+      expect((await rows()).map((event) => [event.id, event.type])).toEqual([[first.body.events[0], 'entry.created']]);
+      expect(await db.query(`SELECT label FROM ledger_entries WHERE id = $1`, [first.body.entry])).toEqual([{ label: 'despite' }]);
+      const replay = await send().expect(201).expect('idempotent-replayed', 'true');
+      expect(replay.text).toBe(first.text);
     });
 
     it('refuses an event outside a transaction, saying how to add one', async () => {

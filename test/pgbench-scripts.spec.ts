@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { OutboxStatements } from '../src/idempotency/outbox/outbox.store.js';
+import { moduleTablesIn } from '../src/idempotency/records/module-tables.js';
 import { IdempotencyStatements } from '../src/idempotency/records/record.statements.js';
 
 /**
@@ -9,15 +10,18 @@ import { IdempotencyStatements } from '../src/idempotency/records/record.stateme
  */
 const id = { scope: 's', operation: 'o', key: 'k' };
 const event = { type: 't', payload: '{}', headers: '{}', orderingKey: 'o', sourceKeyHash: 'h' };
-const outcome = { status: 201, headers: '{}', body: 'b' } as Parameters<typeof IdempotencyStatements.recordAtCommit>[4];
+const outcome = { status: 201, headers: '{}', body: 'b' } as Parameters<IdempotencyStatements['recordAtCommit']>[4];
+// The bench's database keeps the tables in public, as the migrations put them there.
+const records = new IdempotencyStatements(moduleTablesIn('public'));
+const outbox = new OutboxStatements(moduleTablesIn('public'));
 
-const lock = IdempotencyStatements.tryLock(id).text;
-const read = IdempotencyStatements.readRecord(id).text;
-const record = IdempotencyStatements.recordAtCommit(id, 'f', 1, 1, outcome).text;
-const claim = IdempotencyStatements.claim(id, 'f', 1, 1).text;
-const bareEvent = OutboxStatements.insert(event, true).text;
-const eventAtCommit = OutboxStatements.insertForOperation(id, '', 0, event, true, true).text;
-const eventOfRecord = OutboxStatements.insertForOperation(id, '', 0, event, true, false).text;
+const lock = records.tryLock(id).text;
+const read = records.readRecord(id).text;
+const record = records.recordAtCommit(id, 'f', 1, 1, outcome).text;
+const claim = records.claim(id, 'f', 1, 1).text;
+const bareEvent = outbox.insert(event, true).text;
+const eventAtCommit = outbox.insertForOperation(id, '', 0, event, true, true).text;
+const eventOfRecord = outbox.insertForOperation(id, '', 0, event, true, false).text;
 
 /** What a statement does, whatever fills it: parameters, pgbench variables, string literals and NULL read `?`, whitespace one space. */
 function shape(sql: string): string {

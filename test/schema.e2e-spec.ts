@@ -1,14 +1,17 @@
 import { Test } from '@nestjs/testing';
+import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyConfigurationError, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
-import { type LedgerDataSourceOptions, ledgerAppModules } from './support/ledger-app.js';
+import { EXIT, runCli } from '../src/idempotency/cli/cli.js';
+import { IdempotencyConfigurationError, type IdempotencyModuleOptions, IdempotencyRecord, IdempotencyReaper, idempotencyMigrations } from '../src/idempotency/index.js';
+import { startApp } from './support/http-app.js';
+import { LEDGER_SCHEMA, type LedgerDataSourceOptions, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const MIGRATION = 'CreateIdempotencyRecords1764400000000';
 
 /** Initialises the ledger app (no HTTP: the check does not depend on an adapter), then closes it. */
-async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}): Promise<void> {
-  const moduleRef = await Test.createTestingModule({ imports: ledgerAppModules(db.url, { reaper: false }, dataSource) }).compile();
+async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: IdempotencyModuleOptions = {}): Promise<void> {
+  const moduleRef = await Test.createTestingModule({ imports: ledgerAppModules(db.url, { reaper: false, ...options }, dataSource) }).compile();
   moduleRef.useLogger(false);
   try {
     await moduleRef.init();
@@ -18,8 +21,8 @@ async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}):
 }
 
 /** The boot's IdempotencyConfigurationError message. */
-async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}): Promise<string> {
-  const error = await boot(db, dataSource).then(
+async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: IdempotencyModuleOptions = {}): Promise<string> {
+  const error = await boot(db, dataSource, options).then(
     () => undefined,
     (error: unknown) => error,
   );
@@ -27,8 +30,30 @@ async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions
   return (error as Error).message;
 }
 
-/** Starts over: no table, no migration recorded. */
-const reset = (db: TestDatabase) => db.query(`DROP TABLE IF EXISTS idempotency_records, idempotency_outbox, migrations`);
+/** Starts over: no table, no migration recorded, no schema of the tests' own. */
+const reset = (db: TestDatabase) => db.query(`DROP TABLE IF EXISTS idempotency_records, idempotency_outbox, migrations; DROP SCHEMA IF EXISTS ledger_space CASCADE`);
+
+/** A pool whose search_path starts with `ledger_space`: migrations run on it create the module's tables there. */
+const IN_LEDGER_SPACE = { extra: { options: '-c search_path=ledger_space,public' } };
+
+/**
+ * Starts the ledger app over HTTP, sends a key twice, and answers both
+ * answers and where its record is: the second must replay the first.
+ */
+async function recordAndReplay(db: TestDatabase, key: string, dataSource: LedgerDataSourceOptions, options: IdempotencyModuleOptions = {}) {
+  const running = await startApp({ imports: ledgerAppModules(db.url, { reaper: false, replayCacheSize: 0, ...options }, dataSource) });
+  try {
+    const send = () => Promise.resolve(request(running.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: key }));
+    const [first, replay] = [await send(), await send()];
+    const schemas = await db.query<{ schema: string }>(
+      `SELECT c.relnamespace::regnamespace::text AS schema FROM pg_class c WHERE c.relname = 'idempotency_records' AND c.relkind = 'r' ORDER BY 1`,
+    );
+    const reaped = await running.app.get(IdempotencyReaper).reap(new Date(Date.now() + 3 * 24 * 60 * 60 * 1000));
+    return { first, replay, schemas: schemas.map((row) => row.schema), reaped: reaped.deleted };
+  } finally {
+    await running.close();
+  }
+}
 
 /** What synchronize could change: columns with their defaults, index definitions, constraint definitions, storage parameters. */
 async function catalog(db: TestDatabase): Promise<unknown> {
@@ -90,14 +115,56 @@ describe('the startup schema check', () => {
     expect(await bootFailure(db, { manualInitialization: true })).toContain('DataSource is not initialised');
   });
 
-  it('looks the table up on the search_path, as the module\'s statements do', async () => {
+  it('looks the table up on the search_path, where the migration put it', async () => {
     await db.query(`CREATE SCHEMA IF NOT EXISTS ledger_space`);
     const inLedgerSpace = { extra: { options: '-c search_path=ledger_space' } };
     await boot(db, inLedgerSpace);
     expect(await db.query(`SELECT 1 FROM pg_tables WHERE schemaname = 'ledger_space' AND tablename = 'idempotency_records'`)).toHaveLength(1);
     await expect(boot(db, { ...inLedgerSpace, migrationsRun: false })).resolves.toBeUndefined();
     expect(await bootFailure(db, { migrationsRun: false })).toContain('search_path (public)');
-    await db.query(`DROP SCHEMA ledger_space CASCADE`);
+  });
+
+  it('records and replays in the schema the migration put the table in, found at startup', async () => {
+    await db.query(`CREATE SCHEMA ledger_space; ${LEDGER_SCHEMA}`);
+    const { first, replay, schemas, reaped } = await recordAndReplay(db, 'in-ledger-space', IN_LEDGER_SPACE);
+    expect([first.status, replay.status, replay.headers['idempotent-replayed'], replay.text]).toEqual([201, 201, 'true', first.text]);
+    expect(schemas).toEqual(['ledger_space']);
+    expect(reaped).toBe(1);
+  });
+
+  it('records and replays in the schema the `schema` option names, off the search_path, and refuses one without the table', async () => {
+    await db.query(`CREATE SCHEMA ledger_space; ${LEDGER_SCHEMA}`);
+    await boot(db, IN_LEDGER_SPACE);
+    const offThePath = { migrationsRun: false };
+    expect(await bootFailure(db, offThePath)).toContain('name that schema in IdempotencyModule\'s `schema` option');
+    const { first, replay, schemas, reaped } = await recordAndReplay(db, 'named-schema', offThePath, { schema: 'ledger_space' });
+    expect([first.status, replay.status, replay.headers['idempotent-replayed'], replay.text]).toEqual([201, 201, 'true', first.text]);
+    expect(schemas).toEqual(['ledger_space']);
+    expect(reaped).toBe(1);
+
+    const message = await bootFailure(db, IN_LEDGER_SPACE, { schema: 'public' });
+    expect(message).toContain('no table idempotency_records in the schema "public" (the `schema` option)');
+    expect(message).toContain(`Run the migration ${MIGRATION} with that schema first on the DataSource's search_path`);
+  });
+
+  it('lets the CLI find the tables where DATABASE_URL\'s search_path does, or in --schema', async () => {
+    await db.query(`CREATE SCHEMA ledger_space`);
+    await boot(db, IN_LEDGER_SPACE);
+    await db.query(`INSERT INTO ledger_space.idempotency_records (scope, operation, key, fingerprint, status, response_status, completed_at, expires_at)
+                    VALUES ('tenant:acme', 'POST /entries', 'cli-schema', 'f', 'completed', 201, now(), now() + interval '1 day')`);
+    const cli = async (url: string, ...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(args, { DATABASE_URL: url }, { out: (text) => out.push(text), err: (text) => err.push(text) });
+      return { code, out: out.join('\n'), err: err.join('\n') };
+    };
+    const keysIn = (found: { out: string }) => JSON.parse(found.out).items.map((record: { key: string }) => record.key);
+    expect(keysIn(await cli(db.url, '--json', '--schema', 'ledger_space', 'inspect', 'cli-schema'))).toEqual(['cli-schema']);
+    const onItsPath = `${db.url}${db.url.includes('?') ? '&' : '?'}options=${encodeURIComponent('-c search_path=ledger_space')}`;
+    expect(keysIn(await cli(onItsPath, '--json', 'inspect', 'cli-schema'))).toEqual(['cli-schema']);
+    const lost = await cli(db.url, 'inspect', 'cli-schema');
+    expect(lost.code).toBe(EXIT.usage);
+    expect(lost.err).toContain('There is no table idempotency_records on DATABASE_URL\'s search_path (public): pass --schema');
   });
 });
 

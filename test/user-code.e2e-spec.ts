@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule, TransactionClosedError } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
-import { lateErrors, providerCalls, USER_ROWS_SCHEMA, userCodeModules } from './support/user-code-app.js';
+import { lateErrors, providerCalls, TENANT_SCHEMA, USER_ROWS_SCHEMA, userCodeModules } from './support/user-code-app.js';
 
 /**
  * Ordinary user code under `@Idempotent()` with the module's default
@@ -195,6 +195,18 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       const answer = await post(one, 'units/caught-inside', label, { label });
       expect([answer.status, answer.body]).toEqual([201, { caught: 'caught' }]);
       expect(await rowsLabelled(`${label}%`)).toEqual([label, `${label}:after`]);
+    });
+
+    it.each(['query', 'transaction'])('records and replays a handler that moves its transaction to a tenant’s schema (SET LOCAL search_path through %s)', async (how) => {
+      const label = unique(`tenant-${how}`);
+      const first = await post(one, `tenant-schema/${how}`, label, { label });
+      expect([first.status, first.body]).toEqual([201, { label }]);
+      const replay = await post(two, `tenant-schema/${how}`, label, { label });
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(await db.query(`SELECT label FROM ${TENANT_SCHEMA}.user_rows WHERE label = $1`, [label])).toEqual([{ label }]);
+      expect(await db.query(`SELECT type FROM idempotency_outbox WHERE payload->>'label' = $1`, [label])).toEqual([{ type: 'tenant' }]);
     });
 
     it('lets a handler catch a unique violation and carry on', async () => {

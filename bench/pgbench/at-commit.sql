@@ -18,14 +18,14 @@ WITH ordering AS MATERIALIZED (
      source AS (
        SELECT encode(sha256(convert_to(concat_ws(E'\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, ''::text, :event_index::int), 'UTF8')), 'hex') AS h
          FROM (SELECT :scope::text AS scope, :operation::text AS operation, :key::text AS key, now() AS created_at) AS r)
-INSERT INTO idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
+INSERT INTO "public".idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
 SELECT (substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1) || substr(h, 18, 15))::uuid, :event_type, :payload::jsonb, :event_headers::jsonb, :order_ref, :source_key_hash FROM source, ordering
 RETURNING id;
 \startpipeline
 WITH wait AS MATERIALIZED (
        SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :wait, true) AS applied),
      claim AS (
-       INSERT INTO idempotency_records AS r
+       INSERT INTO "public".idempotency_records AS r
               (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
        SELECT :scope, :operation, :key, :fingerprint, 'completed', :response_status::smallint, :response_headers::jsonb, :response_body::text, now(), now(), now() + :retention_ms * interval '1 millisecond' FROM wait
        ON CONFLICT (scope, operation, key) DO UPDATE
@@ -40,7 +40,7 @@ WITH wait AS MATERIALIZED (
          FROM claim
        UNION ALL
        SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-         FROM idempotency_records
+         FROM "public".idempotency_records
         WHERE scope = :scope AND operation = :operation AND key = :key AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
 SELECT found.took_over, found.expires_at, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout, CASE WHEN found.claimed IS TRUE THEN 1 ELSE (coalesce(found.claimed, false)::text || E'\x3aidempotency-key-held-at-commit')::int END AS taken
   FROM (SELECT) AS one LEFT JOIN found ON true;

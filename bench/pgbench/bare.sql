@@ -12,7 +12,7 @@ INSERT INTO "orders"("id", "tenant", "sku", "quantity", "note", "status", "creat
 WITH ordering AS MATERIALIZED (
   SELECT (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(hashtextextended('idempotency_outbox:' || :order_ref, 0)) WHERE :order_ref::text IS NOT NULL) AS held) AS locks,
          (SELECT count(*) FROM (SELECT pg_notify('idempotency_outbox', '') WHERE :notify::boolean) AS sent) AS notified)
-INSERT INTO idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
+INSERT INTO "public".idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
 SELECT gen_random_uuid(), :event_type, :payload::jsonb, :event_headers::jsonb, :order_ref, NULL FROM ordering
 RETURNING id;
 COMMIT;

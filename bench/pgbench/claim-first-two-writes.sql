@@ -13,7 +13,7 @@ BEGIN;
 WITH wait AS MATERIALIZED (
        SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :wait, true) AS applied),
      claim AS (
-       INSERT INTO idempotency_records AS r
+       INSERT INTO "public".idempotency_records AS r
               (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
        SELECT :scope, :operation, :key, :fingerprint, 'in_progress', NULL::smallint, NULL::jsonb, NULL::text, now(), NULL::timestamptz, now() + :retention_ms * interval '1 millisecond' FROM wait
        ON CONFLICT (scope, operation, key) DO UPDATE
@@ -28,7 +28,7 @@ WITH wait AS MATERIALIZED (
          FROM claim
        UNION ALL
        SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-         FROM idempotency_records
+         FROM "public".idempotency_records
         WHERE scope = :scope AND operation = :operation AND key = :key AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
 SELECT found.*, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout
   FROM (SELECT) AS one LEFT JOIN found ON true;
@@ -39,12 +39,12 @@ WITH ordering AS MATERIALIZED (
          (SELECT count(*) FROM (SELECT pg_notify('idempotency_outbox', '') WHERE :notify::boolean) AS sent) AS notified),
      source AS (
        SELECT encode(sha256(convert_to(concat_ws(E'\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, ''::text, :event_index::int), 'UTF8')), 'hex') AS h
-         FROM idempotency_records WHERE scope = :scope AND operation = :operation AND key = :key)
-INSERT INTO idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
+         FROM "public".idempotency_records WHERE scope = :scope AND operation = :operation AND key = :key)
+INSERT INTO "public".idempotency_outbox (id, type, payload, headers, ordering_key, source_key_hash)
 SELECT (substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1) || substr(h, 18, 15))::uuid, :event_type, :payload::jsonb, :event_headers::jsonb, :order_ref, :source_key_hash FROM source, ordering
 RETURNING id;
 \startpipeline
-UPDATE idempotency_records
+UPDATE "public".idempotency_records
    SET status = 'completed', response_status = :response_status, response_headers = :response_headers, response_body = :response_body, completed_at = now()
  WHERE scope = :scope AND operation = :operation AND key = :key;
 COMMIT;

@@ -72,6 +72,7 @@ export {
 } from './errors/idempotency.exceptions.js';
 export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
 export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
+export { OutboxEventUnstorableError } from './outbox/storable-event.js';
 export { OutboxRelay, type OutboxStats } from './outbox/outbox.relay.js';
 export { OutboxReaping } from './outbox/outbox.reaping.js';
 export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { IdempotencyFacade } from './http/idempotency.facade.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './options/idempotency.tokens.js';
+import { IdempotencyTables } from './records/idempotency-tables.js';
 import * as publicApi from './index.js';
 
 const LIBRARY = join(process.cwd(), 'src/idempotency');
@@ -45,9 +46,10 @@ describe('the public API', () => {
     expect(phased.sort()).toEqual(['PhasedClaim', 'PhasedOperation']);
   });
 
-  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use', () => {
+  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use and the tables its other modules name', () => {
     const exported: unknown[] = Reflect.getMetadata('exports', publicApi.IdempotencyModule);
     const named: unknown[] = [...Object.values(publicApi), RESOLVED_IDEMPOTENCY_OPTIONS /* through InjectIdempotencyOptions() */];
-    expect(exported.filter((provider) => provider !== IdempotencyFacade && !named.includes(provider))).toEqual([]);
+    const internal: unknown[] = [IdempotencyFacade, IdempotencyTables];
+    expect(exported.filter((provider) => !internal.includes(provider) && !named.includes(provider))).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import {
   IdempotencyRecord,
   idempotencyMigrations,
   type IdempotencyModuleOptions,
+  type NewOutboxEvent,
   Outbox,
   type OutboxMessage,
   type OutboxModuleOptions,
@@ -60,6 +61,18 @@ interface NewEntry {
   fail?: boolean;
 }
 
+/**
+ * Events PostgreSQL cannot store, with the field `add()` must name. Built
+ * here rather than sent: a request body holding a lone surrogate has no
+ * fingerprint, and is refused before the handler runs.
+ */
+export const UNSTORABLE_EVENTS: ReadonlyArray<readonly [field: string, event: NewOutboxEvent]> = [
+  ['payload.note', { type: 'entry.noted', payload: { note: 'a\u0000b' } }],
+  ['payload.lines[1]', { type: 'entry.noted', payload: { lines: ['whole', 'cut \ud83d'] } }],
+  ['headers.trace', { type: 'entry.noted', payload: {}, headers: { trace: 'x\u0000' } }],
+  ['key', { type: 'entry.noted', payload: {}, key: 'order-\udc00' }],
+];
+
 @Injectable()
 export class EventfulLedger {
   constructor(
@@ -74,6 +87,19 @@ export class EventfulLedger {
     if (entry.fail) throw new HttpException('failed after writing (test)', 500);
     return { entry: Number(id), events };
   }
+
+  /** Tries each unstorable event and catches what it throws, as a handler may, then writes as `write` does. */
+  async writeDespiteUnstorable(entry: NewEntry): Promise<{ entry: number; events: string[]; refused: string[] }> {
+    const refused: string[] = [];
+    for (const [, event] of UNSTORABLE_EVENTS) {
+      try {
+        await this.outbox.add(event);
+      } catch (error) {
+        refused.push((error as { field?: string }).field ?? String(error));
+      }
+    }
+    return { ...(await this.write(entry)), refused };
+  }
 }
 
 @Controller('eventful')
@@ -84,6 +110,12 @@ export class EventfulController {
   @Idempotent()
   create(@Body() body: NewEntry) {
     return this.ledger.write(body);
+  }
+
+  @Post('despite-unstorable')
+  @Idempotent()
+  despiteUnstorable(@Body() body: NewEntry) {
+    return this.ledger.writeDespiteUnstorable(body);
   }
 }
 

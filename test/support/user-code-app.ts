@@ -17,13 +17,19 @@ export class UserRow {
   label: string;
 }
 
+/** A tenant's schema, as an app with a schema per tenant has one: its own `user_rows`. */
+export const TENANT_SCHEMA = 'user_code_tenant';
+
 /**
- * The table, and a deferred constraint trigger that fails with SQLSTATE 22012
- * (division by zero) at COMMIT for a row labelled `divide…`: a failure of the
- * handler's own that surfaces only when the transaction commits.
+ * The table, the tenant's copy of it, and a deferred constraint trigger that
+ * fails with SQLSTATE 22012 (division by zero) at COMMIT for a row labelled
+ * `divide…`: a failure of the handler's own that surfaces only when the
+ * transaction commits.
  */
 export const USER_ROWS_SCHEMA = `
   CREATE TABLE IF NOT EXISTS user_rows (id serial PRIMARY KEY, label text NOT NULL UNIQUE);
+  CREATE SCHEMA IF NOT EXISTS ${TENANT_SCHEMA};
+  CREATE TABLE IF NOT EXISTS ${TENANT_SCHEMA}.user_rows (id serial PRIMARY KEY, label text NOT NULL UNIQUE);
   CREATE OR REPLACE FUNCTION user_rows_divide() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM 1 / 0; RETURN NULL; END $$;
   DROP TRIGGER IF EXISTS user_rows_divide ON user_rows;
   CREATE CONSTRAINT TRIGGER user_rows_divide AFTER INSERT ON user_rows DEFERRABLE INITIALLY DEFERRED
@@ -248,6 +254,29 @@ class UserCodeController {
     });
     await this.rows.insert({ label: `${body.label}:after` });
     return { caught };
+  }
+
+  /**
+   * Moves the request's transaction to the tenant's schema, as an app with a
+   * schema per tenant does (`SET LOCAL search_path`, through
+   * `dataSource.query()` or inside a `transaction()`), writes its row there
+   * and adds an event.
+   */
+  @Post('tenant-schema/:how')
+  @Idempotent()
+  async tenantSchema(@Body() body: Labelled, @Req() req: { params: { how: string } }) {
+    const toTenant = `SET LOCAL search_path TO ${TENANT_SCHEMA}`;
+    if (req.params.how === 'query') {
+      await this.dataSource.query(toTenant);
+      await this.rows.insert({ label: body.label });
+    } else {
+      await this.dataSource.transaction(async (manager) => {
+        await manager.query(toTenant);
+        await manager.insert(UserRow, { label: body.label });
+      });
+    }
+    await this.outbox.add({ type: 'tenant', payload: body });
+    return { label: body.label };
   }
 
   /** Inserts, catches the unique violation, and carries on. */

@@ -37,8 +37,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Deletes a finished record, or an abandoned claim that never started its operation; see `IdempotencyAdmin.release`. */
 export async function releaseKey(database: AdminDatabase, id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
   assertVisible(caller, id.scope);
+  const records = new AdminRecordStatements(database.tables());
   await database.transaction(async (query) => {
-    const record = await lockRecord(query, id);
+    const record = await lockRecord(query, records, id);
     if (record.status === 'in_progress') {
       refuseLiveLease(record);
       if (record.resume !== null) {
@@ -49,7 +50,7 @@ export async function releaseKey(database: AdminDatabase, id: RecordId, caller: 
         );
       }
     }
-    await query(AdminRecordStatements.release(id));
+    await query(records.release(id));
   });
   return { action: 'release', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) } };
 }
@@ -57,8 +58,9 @@ export async function releaseKey(database: AdminDatabase, id: RecordId, caller: 
 /** Records an unfinished operation whose lease lapsed as failed; see `IdempotencyAdmin.markFailed`. */
 export async function markFailed(database: AdminDatabase, settings: ActionSettings, id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
   assertVisible(caller, id.scope);
+  const records = new AdminRecordStatements(database.tables());
   await database.transaction(async (query) => {
-    const record = await lockRecord(query, id);
+    const record = await lockRecord(query, records, id);
     if (record.status !== 'in_progress') {
       throw new AdminRefusedException(AdminProblemType.NotUnfinished, `The record is ${record.status}: only an unfinished phased operation can be marked failed.`);
     }
@@ -67,7 +69,7 @@ export async function markFailed(database: AdminDatabase, settings: ActionSettin
     // The client's problem names no operator and quotes nothing they typed; the record's failure_reason keeps both.
     const outcome = settings.codec.encode({ id, fingerprint: record.fingerprint }, operationFailedOutcome(`an operator marked it failed at ${where}`));
     const failureReason = `marked failed by ${caller.actor} at ${where}: ${reason}`;
-    const [failed] = await query(AdminRecordStatements.fail(id, outcome, failureReason, record.resume?.retention ?? settings.retention));
+    const [failed] = await query(records.fail(id, outcome, failureReason, record.resume?.retention ?? settings.retention));
     // The row is locked and was checked: only a lease that lapsed exactly now could make the statement miss it.
     if (!failed) refuseLiveLease({ ...record, lease_live: true });
   });
@@ -81,17 +83,18 @@ export async function requeueDead(database: AdminDatabase, ids: readonly string[
     const malformed = ids.filter((id) => !UUID.test(id));
     if (malformed.length) throw new AdminRefusedException(AdminProblemType.BadRequest, `Not event ids: ${malformed.map((id) => JSON.stringify(id)).join(', ')}.`);
   }
+  const outbox = new AdminOutboxStatements(database.tables());
   const requeued = await database.transaction(async (query) => {
-    const events = await lockOrRefuse(() => query<LockedEvent>(ids === 'all' ? AdminOutboxStatements.lockAllDead() : AdminOutboxStatements.lock([...new Set(ids)])));
-    if (ids !== 'all') checkRequeue(events, new Set(ids), await query<LockedEvent>(leftBehindOf(events)));
-    if (events.length) await query(AdminOutboxStatements.requeue(events.map((event) => event.id)));
+    const events = await lockOrRefuse(() => query<LockedEvent>(ids === 'all' ? outbox.lockAllDead() : outbox.lock([...new Set(ids)])));
+    if (ids !== 'all') checkRequeue(events, new Set(ids), await query<LockedEvent>(leftBehindOf(outbox, events)));
+    if (events.length) await query(outbox.requeue(events.map((event) => event.id)));
     return events.map((event) => event.id);
   });
   return { action: 'requeue', actor: caller.actor, reason, eventIds: requeued };
 }
 
-async function lockRecord(query: AdminQuery, id: RecordId): Promise<LockedRecord> {
-  const [record] = await lockOrRefuse(() => query<LockedRecord>(AdminRecordStatements.lock(id)));
+async function lockRecord(query: AdminQuery, records: AdminRecordStatements, id: RecordId): Promise<LockedRecord> {
+  const [record] = await lockOrRefuse(() => query<LockedRecord>(records.lock(id)));
   if (!record) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
   return record;
 }
@@ -115,10 +118,10 @@ function refuseLiveLease(record: LockedRecord): void {
 }
 
 /** The query for dead letters an action would leave behind: older than the newest asked for of each key. */
-function leftBehindOf(events: readonly LockedEvent[]) {
+function leftBehindOf(outbox: AdminOutboxStatements, events: readonly LockedEvent[]) {
   const newest = new Map<string, string>();
   for (const event of events) if (event.ordering_key !== null) newest.set(event.ordering_key, event.seq); // locked in seq order
-  return AdminOutboxStatements.leftBehind([...newest.keys()], [...newest.values()], events.map((event) => event.id));
+  return outbox.leftBehind([...newest.keys()], [...newest.values()], events.map((event) => event.id));
 }
 
 function checkRequeue(events: readonly LockedEvent[], asked: ReadonlySet<string>, leftBehind: readonly LockedEvent[]): void {

@@ -1,4 +1,5 @@
 import { OUTBOX_CHANNEL } from '../outbox/outbox.store.js';
+import type { ModuleTables } from '../records/module-tables.js';
 import type { Statement } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { RecordPosition } from './admin-cursor.js';
@@ -7,7 +8,8 @@ import type { RecordPosition } from './admin-cursor.js';
  * Every statement of the admin, on both tables: what operators read
  * (`AdminRecordStatements`, `AdminOutboxStatements`) and the three actions.
  * The module's own statements stay where they are (`records/record.statements.ts`,
- * `outbox/outbox.store.ts`); none of these runs in a request's flow. Each
+ * `outbox/outbox.store.ts`); none of these runs in a request's flow. Both
+ * sets name the tables as the app's `ModuleTables` do, with their schema. Each
  * list is a keyset page on an index (`AdminIndexes` names which), never a
  * scan: the EXPLAIN of each on a table of a million rows is in docs/admin.md.
  */
@@ -89,7 +91,13 @@ function claimTimeConditions(conditions: Conditions, filter: RecordFilter): void
 }
 
 /** The admin's SQL on `idempotency_records`: its lists, one record, and the locks and writes of `release` and `fail`. */
-export const AdminRecordStatements = {
+export class AdminRecordStatements {
+  private readonly records: string;
+
+  constructor({ records }: ModuleTables) {
+    this.records = records;
+  }
+
   /**
    * The newest records first, `limit` of them, in the scopes and time range
    * asked for, after `filter.after`: on `idempotency_records_created_at_idx`
@@ -106,7 +114,7 @@ export const AdminRecordStatements = {
     const matching: string[] = [];
     if (filter.operation) matching.push(`r.operation = ${conditions.param(filter.operation)}`);
     if (filter.status) matching.push(`r.status = ${conditions.param(filter.status)}`);
-    const walk = `SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position FROM idempotency_records r ${conditions.where} ${NEWEST_FIRST}`;
+    const walk = `SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position FROM ${this.records} r ${conditions.where} ${NEWEST_FIRST}`;
     if (matching.length === 0) return { text: `${walk} LIMIT ${conditions.param(limit)}`, values: conditions.values };
     const window = conditions.param(SEARCH_WINDOW);
     return {
@@ -116,7 +124,7 @@ export const AdminRecordStatements = {
              (SELECT *, true FROM searched r WHERE (SELECT count(*) FROM searched) = ${window} ORDER BY r.created_at, r.scope, r.operation, r.key LIMIT 1)`,
       values: conditions.values,
     };
-  },
+  }
 
   /**
    * The records of one key (`filter.key`) in every scope and operation asked
@@ -131,15 +139,15 @@ export const AdminRecordStatements = {
     const scopes = filter.scopes
       ? `scopes(scope) AS (SELECT unnest(${conditions.param(filter.scopes)}::text[]))`
       : `scopes(scope) AS (
-           (SELECT scope FROM idempotency_records ORDER BY scope LIMIT 1)
+           (SELECT scope FROM ${this.records} ORDER BY scope LIMIT 1)
            UNION ALL
-           SELECT (SELECT r.scope FROM idempotency_records r WHERE r.scope > s.scope ORDER BY r.scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL)`;
+           SELECT (SELECT r.scope FROM ${this.records} r WHERE r.scope > s.scope ORDER BY r.scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL)`;
     const pairs = filter.operation
       ? `pairs(scope, operation) AS (SELECT scope, ${conditions.param(filter.operation)}::text FROM scopes)`
       : `pairs(scope, operation) AS (
-           SELECT s.scope, (SELECT r.operation FROM idempotency_records r WHERE r.scope = s.scope ORDER BY r.operation LIMIT 1) FROM scopes s
+           SELECT s.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = s.scope ORDER BY r.operation LIMIT 1) FROM scopes s
            UNION ALL
-           SELECT p.scope, (SELECT r.operation FROM idempotency_records r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
+           SELECT p.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
              FROM pairs p WHERE p.operation IS NOT NULL)`;
     conditions.and('p.scope IS NOT NULL AND p.operation IS NOT NULL');
     if (filter.status) conditions.and(`r.status = ${conditions.param(filter.status)}`);
@@ -150,22 +158,22 @@ export const AdminRecordStatements = {
                FROM pairs p
                -- LIMIT 1 (the primary key holds one row at most) keeps it a lookup per pair: joined plainly, the
                -- planner may prefer one pass over the whole primary key, filtering on its last column.
-               CROSS JOIN LATERAL (SELECT * FROM idempotency_records x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
+               CROSS JOIN LATERAL (SELECT * FROM ${this.records} x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
               ${conditions.where}
               ${NEWEST_FIRST} LIMIT ${conditions.param(limit)}`,
       values: conditions.values,
     };
-  },
+  }
 
   /** One record, everything it holds, with the lease judged on the database's clock. */
   detail(id: RecordId): Statement {
     return {
       text: `SELECT ${SUMMARY}, fingerprint, response_headers, response_body, owner_token, lease_expires_at,
                     coalesce(lease_expires_at > now(), false) AS lease_live, recovery_point, phase_results, resume, failure_reason, now() AS database_now
-               FROM idempotency_records r WHERE scope = $1 AND operation = $2 AND key = $3`,
+               FROM ${this.records} r WHERE scope = $1 AND operation = $2 AND key = $3`,
       values: [id.scope, id.operation, id.key],
     };
-  },
+  }
 
   /**
    * Phased claims that recorded no outcome, the longest lapsed lease first,
@@ -185,11 +193,11 @@ export const AdminRecordStatements = {
     return {
       text: `SELECT scope, operation, key, created_at, attempts, owner_token, lease_expires_at, lease_expires_at > now() AS lease_live, recovery_point,
                     resume->>'operation' AS resumes, ARRAY(SELECT jsonb_object_keys(phase_results)) AS phases, ${positionOf('lease_expires_at')} AS position
-               FROM idempotency_records ${conditions.where}
+               FROM ${this.records} ${conditions.where}
               ORDER BY lease_expires_at, scope, operation, key LIMIT ${conditions.param(limit)}`,
       values: conditions.values,
     };
-  },
+  }
 
   /**
    * Locks the record for an action, or fails at once (SQLSTATE 55P03) when a
@@ -198,19 +206,19 @@ export const AdminRecordStatements = {
   lock(id: RecordId): Statement {
     return {
       text: `SELECT status, fingerprint, resume, recovery_point, lease_expires_at, coalesce(lease_expires_at > now(), false) AS lease_live
-               FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE NOWAIT`,
+               FROM ${this.records} WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE NOWAIT`,
       values: [id.scope, id.operation, id.key],
     };
-  },
+  }
 
   /** Deletes the locked record, and announces the release at commit (`RELEASED_CHANNEL`, the id as JSON, or `*` when too long for a notification). */
   release(id: RecordId): Statement {
     return {
-      text: `WITH gone AS (DELETE FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING 1)
+      text: `WITH gone AS (DELETE FROM ${this.records} WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING 1)
              SELECT (SELECT count(*) FROM gone)::int AS deleted, pg_notify('${RELEASED_CHANNEL}', $4) IS NULL AS notified`,
       values: [id.scope, id.operation, id.key, releasedPayload(id)],
     };
-  },
+  }
 
   /**
    * Records the locked claim as failed, with the outcome every retry will
@@ -220,15 +228,15 @@ export const AdminRecordStatements = {
    */
   fail(id: RecordId, outcome: { status: number; headers: string | null; body: string | null }, failureReason: string, retentionMs: number): Statement {
     return {
-      text: `UPDATE idempotency_records
+      text: `UPDATE ${this.records}
                 SET status = 'failed', response_status = $4, response_headers = $5, response_body = $6, failure_reason = $7,
                     completed_at = now(), expires_at = now() + $8 * interval '1 millisecond', owner_token = NULL, lease_expires_at = NULL
               WHERE scope = $1 AND operation = $2 AND key = $3 AND status = 'in_progress' AND lease_expires_at <= now()
               RETURNING completed_at, expires_at`,
       values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body, failureReason, retentionMs],
     };
-  },
-};
+  }
+}
 
 /** PostgreSQL refuses a notification payload of 8000 bytes or more: a key that long is announced as "every key". */
 const MAX_PAYLOAD_BYTES = 7900;
@@ -242,7 +250,13 @@ function releasedPayload(id: RecordId): string {
 const EVENT_COLUMNS = `o.id, o.seq::text AS seq, o.type, o.ordering_key, o.status, o.attempts, o.last_error, o.payload, o.headers, o.created_at, o.settled_at, o.next_attempt_at`;
 
 /** The admin's SQL on `idempotency_outbox`: its lists, and the locks, checks and write of `requeue`. */
-export const AdminOutboxStatements = {
+export class AdminOutboxStatements {
+  private readonly outbox: string;
+
+  constructor({ outbox }: ModuleTables) {
+    this.outbox = outbox;
+  }
+
   /**
    * Events in one state, oldest first, after `afterSeq`, on that state's
    * partial index. The state is spelled into the text, not a parameter, so
@@ -251,20 +265,20 @@ export const AdminOutboxStatements = {
   events(state: 'pending' | 'dead', afterSeq: string | undefined, limit: number): Statement {
     const status = state === 'dead' ? `'dead'` : `'pending'`;
     return {
-      text: `SELECT ${EVENT_COLUMNS} FROM idempotency_outbox o WHERE o.status = ${status} AND o.seq > $1::bigint ORDER BY o.seq LIMIT $2`,
+      text: `SELECT ${EVENT_COLUMNS} FROM ${this.outbox} o WHERE o.status = ${status} AND o.seq > $1::bigint ORDER BY o.seq LIMIT $2`,
       values: [afterSeq ?? '0', limit],
     };
-  },
+  }
 
   /** Locks the events asked for, or fails at once (55P03) when a transaction holds one (the reaper deleting it). */
   lock(ids: readonly string[]): Statement {
-    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.id = ANY($1::uuid[]) ORDER BY o.seq FOR UPDATE NOWAIT`, values: [ids] };
-  },
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM ${this.outbox} o WHERE o.id = ANY($1::uuid[]) ORDER BY o.seq FOR UPDATE NOWAIT`, values: [ids] };
+  }
 
   /** Every dead letter, locked, oldest first: requeueing all of them keeps each key's order by itself. */
   lockAllDead(): Statement {
-    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM idempotency_outbox o WHERE o.status = 'dead' ORDER BY o.seq FOR UPDATE NOWAIT`, values: [] };
-  },
+    return { text: `SELECT o.id, o.seq::text AS seq, o.status, o.ordering_key FROM ${this.outbox} o WHERE o.status = 'dead' ORDER BY o.seq FOR UPDATE NOWAIT`, values: [] };
+  }
 
   /**
    * Dead letters of the given keys, older than the newest one asked for of
@@ -275,21 +289,21 @@ export const AdminOutboxStatements = {
     return {
       text: `SELECT o.id, o.ordering_key, o.seq::text AS seq
                FROM unnest($1::text[], $2::bigint[]) AS k(ordering_key, newest_seq)
-               JOIN idempotency_outbox o ON o.status = 'dead' AND o.ordering_key = k.ordering_key AND o.seq < k.newest_seq
+               JOIN ${this.outbox} o ON o.status = 'dead' AND o.ordering_key = k.ordering_key AND o.seq < k.newest_seq
               WHERE o.id <> ALL($3::uuid[])
               ORDER BY o.seq`,
       values: [keys, newestSeqs, ids],
     };
-  },
+  }
 
   /** Puts the locked dead letters back in line with fresh attempts, and wakes the relays at commit. */
   requeue(ids: readonly string[]): Statement {
     return {
       text: `WITH requeued AS (
-               UPDATE idempotency_outbox SET status = 'pending', attempts = 0, settled_at = NULL, next_attempt_at = now()
+               UPDATE ${this.outbox} SET status = 'pending', attempts = 0, settled_at = NULL, next_attempt_at = now()
                 WHERE id = ANY($1::uuid[]) AND status = 'dead' RETURNING 1)
              SELECT (SELECT count(*) FROM requeued)::int AS requeued, pg_notify('${OUTBOX_CHANNEL}', '') IS NULL AS notified`,
       values: [ids],
     };
-  },
-};
+  }
+}

@@ -5,6 +5,7 @@ import { IdempotencyDataSource } from '../transactions/idempotency-data-source.j
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { OperationRegistry } from '../phases/operation-registry.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
@@ -20,12 +21,23 @@ import { ADMIN_CONTROLLERS, RESOLVED_ADMIN_OPTIONS } from './admin.tokens.js';
 import { IdempotencyAdmin } from './idempotency-admin.js';
 import { ReleasedKeysListener } from './released-keys.listener.js';
 
-/** The admin over the DataSource IdempotencyModule serves, with its codec (plaintext read too) and its events. */
-function adminFactory(served: IdempotencyDataSource, transactions: TransactionHost, events: IdempotencyEvents, options: ResolvedModuleOptions, moduleRef: ModuleRef): IdempotencyAdmin {
+/** The admin over the DataSource IdempotencyModule serves and its tables, with its codec (plaintext read too) and its events. */
+function adminFactory(
+  served: IdempotencyDataSource,
+  tables: IdempotencyTables,
+  transactions: TransactionHost,
+  events: IdempotencyEvents,
+  options: ResolvedModuleOptions,
+  moduleRef: ModuleRef,
+): IdempotencyAdmin {
   const registry = () => moduleRef.get(OperationRegistry, { strict: false });
   const cache = () => moduleRef.get(ReplayCache, { strict: false });
   return new IdempotencyAdmin(
-    adminDatabaseOf(() => served.dataSource, (work) => transactions.outside(work)),
+    adminDatabaseOf(
+      () => served.dataSource,
+      () => tables.names,
+      (work) => transactions.outside(work),
+    ),
     {
       // An operator reads what is stored, whatever `acceptPlaintext` lets requests replay.
       codec: new OutcomeCodec(options.encryption && { ...options.encryption, acceptPlaintext: true }),
@@ -64,7 +76,7 @@ function adminFactory(served: IdempotencyDataSource, transactions: TransactionHo
     AdminGuard,
     AdminCallers,
     AdminPageFilter,
-    { provide: IdempotencyAdmin, useFactory: adminFactory, inject: [IdempotencyDataSource, TransactionHost, IdempotencyEvents, RESOLVED_IDEMPOTENCY_OPTIONS, ModuleRef] },
+    { provide: IdempotencyAdmin, useFactory: adminFactory, inject: [IdempotencyDataSource, IdempotencyTables, TransactionHost, IdempotencyEvents, RESOLVED_IDEMPOTENCY_OPTIONS, ModuleRef] },
     ReleasedKeysListener,
     // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
     { provide: documentAdminApi, useFactory: (controllers: Type[]) => documentAdminApi(controllers), inject: [ADMIN_CONTROLLERS] },

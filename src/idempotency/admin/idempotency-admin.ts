@@ -69,7 +69,7 @@ export class IdempotencyAdmin {
       until: query.until,
       after: query.cursor ? recordPosition(query.cursor) : undefined,
     };
-    const statement = query.key ? AdminRecordStatements.byKey({ ...filter, key: query.key }, limit + 1) : AdminRecordStatements.newest(filter, limit + 1);
+    const statement = query.key ? this.records.byKey({ ...filter, key: query.key }, limit + 1) : this.records.newest(filter, limit + 1);
     const rows = await this.database.read<SummaryRow>(statement);
     const cursorOf = (row: SummaryRow) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key });
     const windowEnd = rows.find((row) => row.window_end);
@@ -80,7 +80,7 @@ export class IdempotencyAdmin {
   /** One record with its decoded answer; refused for a scope the caller may not see, 404 when there is none. */
   async record(id: RecordId, caller: AdminCaller): Promise<RecordDetail> {
     assertVisible(caller, id.scope);
-    const [row] = await this.database.read<DetailRow>(AdminRecordStatements.detail(id));
+    const [row] = await this.database.read<DetailRow>(this.records.detail(id));
     if (!row) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
     return { ...summaryOf(row), ...this.answerOf(row), ...detailOf(row) };
   }
@@ -89,7 +89,7 @@ export class IdempotencyAdmin {
   async unfinished(query: UnfinishedQuery, caller: AdminCaller): Promise<AdminPage<UnfinishedOperation>> {
     const limit = pageSize(query.limit);
     const after = query.cursor ? recordPosition(query.cursor) : undefined;
-    const rows = await this.database.read<UnfinishedRow>(AdminRecordStatements.unfinished({ scopes: scopesFor(caller, query.scope), operation: query.operation || undefined, after }, limit + 1));
+    const rows = await this.database.read<UnfinishedRow>(this.records.unfinished({ scopes: scopesFor(caller, query.scope), operation: query.operation || undefined, after }, limit + 1));
     return pageOf(rows, limit, (row) => unfinishedOf(row, this.settings.registered), (row) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key }));
   }
 
@@ -98,7 +98,7 @@ export class IdempotencyAdmin {
     assertSeesAll(caller);
     if (query.state !== 'pending' && query.state !== 'dead') throw new AdminRefusedException(AdminProblemType.BadRequest, `state must be pending or dead, got ${JSON.stringify(query.state)}.`);
     const limit = pageSize(query.limit);
-    const rows = await this.database.read<EventRow>(AdminOutboxStatements.events(query.state, query.cursor ? seqPosition(query.cursor) : undefined, limit + 1));
+    const rows = await this.database.read<EventRow>(this.outbox.events(query.state, query.cursor ? seqPosition(query.cursor) : undefined, limit + 1));
     return pageOf(rows, limit, eventOf, (row) => seqCursor(row.seq));
   }
 
@@ -128,6 +128,14 @@ export class IdempotencyAdmin {
       assertSeesAll(caller);
       return requeueDead(this.database, ids, caller, reason);
     });
+  }
+
+  private get records(): AdminRecordStatements {
+    return new AdminRecordStatements(this.database.tables());
+  }
+
+  private get outbox(): AdminOutboxStatements {
+    return new AdminOutboxStatements(this.database.tables());
   }
 
   private get actionSettings(): ActionSettings {

@@ -5,6 +5,7 @@ import { IdempotencyAdmin } from '../admin/idempotency-admin.js';
 import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
 import type { AdminActionEvent } from '../events/idempotency-event.types.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { describeRecordsTable, type ModuleTables, moduleTablesIn, type RecordsTableDescription } from '../records/module-tables.js';
 
 /** The module's default retention: what a claim marked failed keeps its failure for, unless it stored its route's own. */
 const DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000;
@@ -29,20 +30,36 @@ export function defaultActor(): string {
 
 /**
  * Connects to `DATABASE_URL` with a DataSource of its own (two connections
- * at most) and builds the admin over it. Its events go to `audit`: the CLI
- * writes them to standard error, the app's log being out of reach.
+ * at most) and builds the admin over it, on the tables in `schema` (`--schema`)
+ * or, as the module finds them, where the connection's search_path finds
+ * `idempotency_records`. Its events go to `audit`: the CLI writes them to
+ * standard error, the app's log being out of reach.
  */
-export async function connectAdmin(env: CliEnvironment, retentionMs: number | undefined, audit: (event: AdminActionEvent) => void): Promise<CliAdmin> {
+export async function connectAdmin(env: CliEnvironment, retentionMs: number | undefined, audit: (event: AdminActionEvent) => void, schema?: string): Promise<CliAdmin> {
   if (!env.DATABASE_URL) throw new UsageError('Set DATABASE_URL to the database the app writes its idempotency records to, e.g. postgres://user@host:5432/app.');
   const keys = env.IDEMPOTENCY_ENCRYPTION_KEYS ? masterKeys(parseKeys(env.IDEMPOTENCY_ENCRYPTION_KEYS)) : undefined;
   const dataSource = new DataSource({ type: 'postgres', url: env.DATABASE_URL, extra: { max: 2, application_name: 'nest-idempotency cli' } });
   await dataSource.initialize();
-  const admin = new IdempotencyAdmin(adminDatabaseOf(() => dataSource), {
+  let tables: ModuleTables;
+  try {
+    tables = tablesOf(await describeRecordsTable((text, values) => dataSource.query(text, values), schema), schema);
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
+  }
+  const admin = new IdempotencyAdmin(adminDatabaseOf(() => dataSource, () => tables), {
     codec: new OutcomeCodec(keys && { keys, acceptPlaintext: true }),
     emit: audit,
     retention: retentionMs ?? DEFAULT_RETENTION_MS,
   });
   return { admin, close: () => dataSource.destroy() };
+}
+
+/** The tables in the schema the catalog found the records' table in; none there is a mistake in how the CLI was called. */
+function tablesOf(table: RecordsTableDescription, schema: string | undefined): ModuleTables {
+  if (table.schema !== null) return moduleTablesIn(table.schema);
+  const where = schema === undefined ? `on DATABASE_URL's search_path (${table.search_path || 'empty'})` : `in the schema ${JSON.stringify(schema)}`;
+  throw new UsageError(`There is no table idempotency_records ${where}: pass --schema with the schema of the app's tables (its IdempotencyModule \`schema\`).`);
 }
 
 /** `id:key,id:key`; base64 and base64url hold no `:` nor `,`. */

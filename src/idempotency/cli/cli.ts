@@ -49,6 +49,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
   const program = new Command('nest-idempotency')
     .description('Inspect and act on idempotency records, unfinished phased operations and outbox dead letters, on DATABASE_URL.')
     .option('--json', 'answer in JSON on standard output, for scripts')
+    .option('--schema <name>', "the schema of the module's tables (default: where DATABASE_URL's search_path finds idempotency_records)")
     .addHelpText('after', `\nExit codes: 0 done or found, 1 failed, 2 called wrongly, 3 nothing found, 4 refused.\nIDEMPOTENCY_ENCRYPTION_KEYS="id:base64key,..." (the app's keys, first sealing) opens sealed answers.`)
     .exitOverride()
     .configureOutput({ writeOut: (text) => streams.out(text.trimEnd()), writeErr: (text) => streams.err(text.trimEnd()) });
@@ -57,7 +58,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
   /** Runs `work` with the admin connected, and turns what it throws into an exit code and a message. */
   const withAdmin = (work: (admin: IdempotencyAdmin) => Promise<number>, retentionMs?: number) => async () => {
     try {
-      const cli = await connectAdmin(env, retentionMs, (event) => streams.err(adminActionLine(event)));
+      const cli = await connectAdmin(env, retentionMs, (event) => streams.err(adminActionLine(event)), program.opts().schema);
       try {
         code = await work(cli.admin);
       } finally {

@@ -6,6 +6,7 @@ import { IdempotencyDataSource } from '../transactions/idempotency-data-source.j
 import { type FoundLiveRow, IdempotencyStatements, type LiveRecordRow } from '../records/record.statements.js';
 import { hasOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { poolReadOf } from '../driver/pool-reader.js';
@@ -33,6 +34,7 @@ export class FastReplay {
     private readonly outcomes: OutcomeCodec,
     private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -54,7 +56,7 @@ export class FastReplay {
     const read = poolReadOf(this.served.dataSource, this.options);
     const lookUp = async (ids: readonly RecordId[]): Promise<Array<LiveRecordRow | undefined>> => {
       // Outside any transaction: where the read falls back to dataSource.query(), that would join the current one.
-      const rows = await this.transactions.outside(() => read<FoundLiveRow>(IdempotencyStatements.findLive(ids)));
+      const rows = await this.transactions.outside(() => read<FoundLiveRow>(this.tables.of(IdempotencyStatements).findLive(ids)));
       const found = ids.map((): LiveRecordRow | undefined => undefined);
       for (const row of rows) found[row.i - 1] = row;
       return found;

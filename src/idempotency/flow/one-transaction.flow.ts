@@ -12,6 +12,7 @@ import { type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { captureError } from '../outcome/outcome-capture.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { type Abandonment, HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned } from './handler-run.js';
@@ -77,6 +78,7 @@ export class OneTransactionFlow {
   constructor(
     private readonly transactions: TransactionHost,
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly outcomes: OutcomeCodec,
     private readonly events: IdempotencyEvents,
     private readonly replays: ReplayLikelihood,
@@ -125,8 +127,8 @@ export class OneTransactionFlow {
    */
   private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false } | { settled: Settled }> {
     const started = performance.now();
-    const lock = IdempotencyStatements.tryLock(id);
-    const read = IdempotencyStatements.readRecord(id);
+    const lock = this.tables.of(IdempotencyStatements).tryLock(id);
+    const read = this.tables.of(IdempotencyStatements).readRecord(id);
     // The savepoint rides along; it is only ever rolled back to once the key is this request's.
     const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', lock, read, ...this.savepoint(terms)));
     const { transaction } = begun;
@@ -135,7 +137,7 @@ export class OneTransactionFlow {
       let [holder] = begun.results[1].rows as LiveRecordRow[];
       if (!locked) {
         steps.collided = true;
-        const waited = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, transaction.queryTogether(IdempotencyStatements.waitForLock(id, terms.wait), read)));
+        const waited = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, transaction.queryTogether(this.tables.of(IdempotencyStatements).waitForLock(id, terms.wait), read)));
         [holder] = waited[1].rows as LiveRecordRow[];
       }
       this.replays.observe(id.operation, holder !== undefined);
@@ -166,7 +168,7 @@ export class OneTransactionFlow {
     isolation: IsolationLevel,
   ): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
     const started = performance.now();
-    const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
+    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint, terms.retention, terms.wait);
     for (let attempt = 1; ; attempt++) {
       let begun: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
       try {
@@ -231,7 +233,7 @@ export class OneTransactionFlow {
     }
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
-    const record = claimed?.byRecord ? IdempotencyStatements.completeClaim(id, outcome) : IdempotencyStatements.recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
+    const record = claimed?.byRecord ? this.tables.of(IdempotencyStatements).completeClaim(id, outcome) : this.tables.of(IdempotencyStatements).recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
     let committed: { rows: RecordedAtCommitRow[] } | undefined;
     try {
       committed = await this.commitRecord(transaction, id, terms, steps, record);
@@ -288,7 +290,7 @@ export class OneTransactionFlow {
 
   /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
   private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
-    const { text, values } = IdempotencyStatements.readRecord(id);
+    const { text, values } = this.tables.of(IdempotencyStatements).readRecord(id);
     const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
     return this.replayOf(holder, id, fingerprint, terms);
   }
@@ -306,7 +308,7 @@ export class OneTransactionFlow {
    */
   private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
     if (isLockTimeout(failure)) return { error: failure };
-    const claim = IdempotencyStatements.claim(id, fingerprint, terms.retention, terms.wait);
+    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint, terms.retention, terms.wait);
     let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
     try {
       probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', claim));
@@ -364,7 +366,7 @@ export class OneTransactionFlow {
    * expired record: nothing replays, nor answers 422, from one.
    */
   private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
-    const holder = row ?? (await transaction.query<LiveRecordRow>(IdempotencyStatements.readRecord(id))).rows[0];
+    const holder = row ?? (await transaction.query<LiveRecordRow>(this.tables.of(IdempotencyStatements).readRecord(id))).rows[0];
     await transaction.rollback();
     return this.replayOf(holder as LiveRecordRow | undefined, id, fingerprint, terms);
   }

@@ -1,11 +1,12 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { DataSource } from 'typeorm';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { CreateIdempotencyRecords1764400000000 } from '../../../migrations/1764400000000-CreateIdempotencyRecords.js';
 import { AddIdempotencyAdminIndexes1764400020000 } from '../../../migrations/1764400020000-AddIdempotencyAdminIndexes.js';
-import { isConnectionLost } from '../driver/database-errors.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
+import type { RecordsTableDescription } from '../records/module-tables.js';
 
 /**
  * What the module's statements rely on, as the migration creates it: each
@@ -37,46 +38,26 @@ const CONSTRAINTS = ['idempotency_records_status_check', 'idempotency_records_ou
 /** Indexes a later migration adds, with its name: the one to run when the index is missing. */
 const LATER_INDEXES: ReadonlyArray<readonly [name: string, migration: string]> = [['idempotency_records_created_at_idx', AddIdempotencyAdminIndexes1764400020000.name]];
 
-/**
- * The table as the module's own (unqualified) statements find it: through
- * the connection's search_path. One round trip; pg_catalog is readable by
- * any role.
- */
-const DESCRIBE_TABLE = `
-  SELECT array_to_string(current_schemas(false), ', ') AS search_path,
-         n.nspname AS schema,
-         (SELECT coalesce(json_object_agg(a.attname, json_build_object('type', format_type(a.atttypid, a.atttypmod), 'notNull', a.attnotnull)), '{}')
-            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
-         ARRAY(SELECT i.relname::text FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid) AS indexes,
-         ARRAY(SELECT k.conname::text FROM pg_constraint k WHERE k.conrelid = c.oid) AS constraints
-    FROM (SELECT to_regclass('idempotency_records') AS oid) AS t
-    LEFT JOIN pg_class c ON c.oid = t.oid AND c.relkind IN ('r', 'p')
-    LEFT JOIN pg_namespace n ON n.oid = c.relnamespace`;
-
-interface TableDescription {
-  search_path: string;
-  schema: string | null;
-  columns: Record<string, { type: string; notNull: boolean }>;
-  indexes: string[];
-  constraints: string[];
-}
-
 const MIGRATION = CreateIdempotencyRecords1764400000000.name;
-const DESCRIBE_ATTEMPTS = 5;
-const DESCRIBE_RETRY_MS = 200;
 const HOW_TO_RUN =
   "spread `idempotencyMigrations` into the DataSource's `migrations` and set `migrationsRun: true`, " +
   'or run `typeorm migration:run` with that DataSource';
 
 /**
  * Checks at startup that `idempotency_records` is there as the migration
- * creates it (columns, indexes, constraints), so that a missing migration
- * fails the boot with the fix instead of every request and reaper pass.
- * Extra columns, indexes and constraints are allowed.
+ * creates it (columns, indexes, constraints), in the `schema` option or
+ * where the search_path finds it, so that a missing migration fails the boot
+ * with the fix instead of every request and reaper pass. Extra columns,
+ * indexes and constraints are allowed. Its read of the catalog is the one
+ * that names the module's tables (`IdempotencyTables`).
  */
 @Injectable()
 export class IdempotencySchemaCheck implements OnModuleInit {
-  constructor(private readonly served: IdempotencyDataSource) {}
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
 
   async onModuleInit(): Promise<void> {
     const dataSource = this.served.dataSource;
@@ -87,30 +68,25 @@ export class IdempotencySchemaCheck implements OnModuleInit {
           '(no `manualInitialization`), or call `dataSource.initialize()` before the application initialises.',
       );
     }
-    const [table] = await describeTable(dataSource);
-    const problems = schemaProblems(table);
+    const problems = schemaProblems(await this.tables.describe(), this.options.schema);
     if (problems) throw new IdempotencyConfigurationError(problems);
   }
 }
 
-/** The table as the database has it. A connection lost meanwhile (a restart, a terminated backend) is retried, so it does not fail the boot. */
-async function describeTable(dataSource: DataSource): Promise<TableDescription[]> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await dataSource.query(DESCRIBE_TABLE);
-    } catch (error) {
-      if (attempt >= DESCRIBE_ATTEMPTS || !isConnectionLost(error)) throw error;
-      await sleep(DESCRIBE_RETRY_MS);
-    }
+/** Why the table does not do, or undefined when it does; `schema` is the option, when given. */
+function schemaProblems(table: RecordsTableDescription, schema: string | undefined): string | undefined {
+  if (!table.schema && schema !== undefined) {
+    // The migration creates the table in the first schema of the search_path it runs on.
+    return (
+      `IdempotencyModule cannot start: there is no table idempotency_records in the schema ${JSON.stringify(schema)} (the \`schema\` option). ` +
+      `Run the migration ${MIGRATION} with that schema first on the DataSource's search_path (e.g. \`extra: { options: '-c search_path=${schema}' }\`): ${HOW_TO_RUN}. ` +
+      'If it ran in another schema, set `schema` to that one.'
+    );
   }
-}
-
-/** Why the table does not do, or undefined when it does. */
-function schemaProblems(table: TableDescription): string | undefined {
   if (!table.schema) {
     return (
       `IdempotencyModule cannot start: there is no table idempotency_records on the search_path (${table.search_path || 'empty'}). ` +
-      `Run the migration ${MIGRATION}: ${HOW_TO_RUN}.`
+      `Run the migration ${MIGRATION}: ${HOW_TO_RUN}. If it ran in a schema off the search_path, name that schema in IdempotencyModule's \`schema\` option.`
     );
   }
   const differences: string[] = [];

@@ -27,6 +27,7 @@ import { OperationRegistry } from '../phases/operation-registry.js';
 import { OperationRunner } from '../phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { ReplayLikelihood } from '../flow/replay-likelihood.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
@@ -43,6 +44,7 @@ import { TransactionHost } from '../transactions/transaction-host.js';
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     IdempotencyDataSource,
+    IdempotencyTables,
     TransactionHost,
     IdempotencyEvents,
     IdempotencyEventLog,
@@ -78,9 +80,9 @@ import { TransactionHost } from '../transactions/transaction-host.js';
       inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, RESOLVED_IDEMPOTENCY_OPTIONS],
     },
   ],
-  // What apps inject, and the one provider that the interceptors of @Idempotent() need: Nest builds
-  // them in the module of each controller that uses them, from what that module can see.
-  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade],
+  // What apps inject, the one provider that the interceptors of @Idempotent() need (Nest builds them in the module
+  // of each controller that uses them, from what that module can see), and the tables the outbox and the admin name.
+  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule implements OnModuleInit {
   constructor(private readonly modules: ModulesContainer) {

@@ -15,6 +15,19 @@ export interface IdempotencyModuleOptions {
    * there. Default: the default DataSource.
    */
   dataSource?: InjectionToken;
+  /**
+   * The schema of the module's tables (`idempotency_records`,
+   * `idempotency_outbox`). Every statement the module sends names its table
+   * in it, so a handler's `SET LOCAL search_path TO tenant_x` (a schema per
+   * tenant) or a role's search_path never redirects one. Default: the schema
+   * where the migration put the table, which is where the served
+   * DataSource's search_path finds `idempotency_records`, looked up once at
+   * startup. Give it when the table is off that search_path.
+   *
+   * @example
+   * IdempotencyModule.forRoot({ schema: 'idempotency' })
+   */
+  schema?: string;
   /** How long, in ms, a recorded outcome replays. Default 24 hours. */
   retention?: number;
   /** The request header that carries the key. Default `Idempotency-Key`. */
@@ -301,6 +314,12 @@ export function isAtLeast(level: IsolationLevel, than: IsolationLevel): boolean 
   return ISOLATION_LEVELS.indexOf(level) >= ISOLATION_LEVELS.indexOf(than);
 }
 
+/** `schema`, checked where it is given: an empty name would name no schema at all. */
+function checkedSchema(schema: unknown): string | undefined {
+  if (schema === undefined || (typeof schema === 'string' && schema !== '')) return schema;
+  throw new IdempotencyConfigurationError(`IdempotencyModule: schema must be the name of a schema (e.g. 'public'), or left out to use the one the migration created the table in; got ${JSON.stringify(schema)}.`);
+}
+
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
@@ -308,7 +327,9 @@ export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 export type ClaimDriverName = 'pg' | 'typeorm';
 
 /** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
-export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption'>> {
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption' | 'schema'>> {
+  /** The `schema` option as given; unset, the startup check finds the table on the search_path. */
+  schema: string | undefined;
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
   /** The `onEvent` listener the module was given, if any. */
@@ -338,6 +359,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
   const reaper = options.reaper || {};
   return {
     dataSource: options.dataSource ?? 'default',
+    schema: checkedSchema(options.schema),
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
     tenant: options.tenant ?? (() => undefined),

@@ -3,6 +3,7 @@ import { IdempotencyDataSource } from '../transactions/idempotency-data-source.j
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IdempotencyReaper, type ReapResult } from '../reaper/idempotency.reaper.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OUTBOX_REAPER_LOCK, OutboxStatements } from './outbox.store.js';
@@ -20,6 +21,7 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly reaper: IdempotencyReaper,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly moduleOptions: ResolvedModuleOptions,
@@ -51,7 +53,7 @@ export class OutboxReaping implements OnModuleInit, OnModuleDestroy {
       const deleted = await this.served.dataSource.transaction(async (manager) => {
         const [{ locked }] = await manager.query(OUTBOX_REAPER_LOCK);
         if (!locked) return undefined;
-        const { text, values } = OutboxStatements.reapBatch(now, retention, batchSize);
+        const { text, values } = this.tables.of(OutboxStatements).reapBatch(now, retention, batchSize);
         return (await manager.query(text, values))[0].deleted as number;
       });
       if (deleted === undefined) {

@@ -2,6 +2,7 @@ import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnAppl
 import type { QueryRunner } from 'typeorm';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { RelayBatchResult } from '../events/idempotency-event.types.js';
 import type { OutboxMessage } from './outbox-publisher.js';
 import { OutboxPublisherUnavailableError } from './outbox-publisher.js';
@@ -42,9 +43,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
+
+  private get statements(): OutboxStatements {
+    return this.tables.of(OutboxStatements);
+  }
 
   /** Whether this instance delivers events (it has a publisher and the relay is on). */
   get running(): boolean {
@@ -69,14 +75,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** Pending events and the oldest one's age. */
   async stats(): Promise<OutboxStats> {
-    const { text, values } = OutboxStatements.stats();
+    const { text, values } = this.statements.stats();
     const [row] = await this.served.dataSource.query(text, values);
     return { pending: row.pending, oldestPendingAgeSeconds: row.oldest_age_seconds };
   }
 
   /** Puts dead letters back in line with their attempts reset: those named, or all. Returns how many. */
   async requeueDead(ids?: string[]): Promise<number> {
-    const { text, values } = OutboxStatements.requeueDead(ids);
+    const { text, values } = this.statements.requeueDead(ids);
     const [, affected] = await this.served.dataSource.query(text, values);
     this.wakeup?.wake();
     return affected;
@@ -108,7 +114,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');
-      const rows: OutboxRow[] = await query(runner, OutboxStatements.claimBatch(this.options.relay.batchSize));
+      const rows: OutboxRow[] = await query(runner, this.statements.claimBatch(this.options.relay.batchSize));
       const lines = await this.publishable(runner, rows);
       const result: RelayBatchResult = { claimed: rows.length, published: 0, failed: 0, dead: 0, blocked: rows.length - lines.flat().length, unavailable: false };
       const sent: string[] = [];
@@ -128,7 +134,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           }
         }),
       );
-      if (sent.length > 0) await query(runner, OutboxStatements.markSent(sent));
+      if (sent.length > 0) await query(runner, this.statements.markSent(sent));
       const settled = failed.length > 0 ? await query<{ id: string; type: string; status: string; attempts: number }>(runner, this.markFailed(failed)) : [];
       await runner.commitTransaction();
       result.published = sent.length;
@@ -158,7 +164,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const keys = [...new Set(rows.map((row) => row.ordering_key).filter((key): key is string => key !== null))];
     const blockers = new Map<string, bigint>();
     if (keys.length > 0) {
-      const found = await query<{ ordering_key: string; seq: string }>(runner, OutboxStatements.blockers(keys, rows.map((row) => row.id)));
+      const found = await query<{ ordering_key: string; seq: string }>(runner, this.statements.blockers(keys, rows.map((row) => row.id)));
       for (const { ordering_key, seq } of found) blockers.set(ordering_key, BigInt(seq));
     }
     const lines = new Map<string, OutboxRow[]>();
@@ -179,7 +185,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   private markFailed(failed: Array<{ id: string; error: string }>): OutboxStatement {
     const { maxAttempts, backoff } = this.options.relay;
-    return OutboxStatements.markFailed(
+    return this.statements.markFailed(
       failed.map((failure) => failure.id),
       failed.map((failure) => failure.error.slice(0, 1000)),
       maxAttempts,

@@ -1,4 +1,5 @@
-import type { PreparedStatement } from '../records/record.statements.js';
+import type { ModuleTables } from '../records/module-tables.js';
+import { prepared, type PreparedStatement, type PreparedText } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
 
 /** A statement with its parameters, run through TypeORM's or pg's `query(text, values)`. */
@@ -59,25 +60,36 @@ export const OUTBOX_CHANNEL = 'idempotency_outbox';
 
 const COLUMNS = 'id, type, payload, headers, ordering_key, source_key_hash';
 
-/** `insertForOperation`'s text, reading the claim time from `record`. */
-const insertForOperationText = (record: string) => `WITH ${orderingLock('$11')},
+/** `insertForOperation`'s text, inserting into `outbox` and reading the claim time from `record`. */
+const insertForOperationText = (outbox: string, record: string) => `WITH ${orderingLock('$11')},
              source AS (
                SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h
                  FROM ${record})
-             INSERT INTO idempotency_outbox (${COLUMNS})
+             INSERT INTO ${outbox} (${COLUMNS})
              SELECT ${DERIVED_ID}, $1, $2::jsonb, $3::jsonb, $4, $10 FROM source, ordering
              RETURNING id`;
 
-// Built once: most requests that write send one of them.
-const INSERT_FOR_OPERATION_TEXT = insertForOperationText('idempotency_records WHERE scope = $5 AND operation = $6 AND key = $7');
-const INSERT_AT_COMMIT_TEXT = insertForOperationText('(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r');
-const INSERT_TEXT = `WITH ${orderingLock('$6')}
-             INSERT INTO idempotency_outbox (${COLUMNS})
+/** All SQL on `idempotency_outbox`, naming it (and the records it derives ids from) in the app's schema. */
+export class OutboxStatements {
+  private readonly outbox: string;
+  // Built once per set: most requests that write send one of them.
+  private readonly insertForOperationText: PreparedText;
+  private readonly insertAtCommitText: PreparedText;
+  private readonly insertText: string;
+
+  constructor({ records, outbox }: ModuleTables) {
+    this.outbox = outbox;
+    this.insertForOperationText = prepared('idempotency.outbox-insert-for-operation', insertForOperationText(outbox, `${records} WHERE scope = $5 AND operation = $6 AND key = $7`));
+    this.insertAtCommitText = prepared(
+      'idempotency.outbox-insert-at-commit',
+      insertForOperationText(outbox, '(SELECT $5::text AS scope, $6::text AS operation, $7::text AS key, now() AS created_at) AS r'),
+    );
+    this.insertText = `WITH ${orderingLock('$6')}
+             INSERT INTO ${outbox} (${COLUMNS})
              SELECT gen_random_uuid(), $1, $2::jsonb, $3::jsonb, $4, $5 FROM ordering
              RETURNING id`;
+  }
 
-/** All SQL on `idempotency_outbox`. */
-export const OutboxStatements = {
   /**
    * Adds an event of the operation `id`: its identity comes from the record,
    * which the operation's own transaction can always see. No row comes back
@@ -87,19 +99,18 @@ export const OutboxStatements = {
    */
   insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): PreparedStatement {
     return {
-      name: recordAtCommit ? 'idempotency.outbox-insert-at-commit' : 'idempotency.outbox-insert-for-operation',
-      text: recordAtCommit ? INSERT_AT_COMMIT_TEXT : INSERT_FOR_OPERATION_TEXT,
+      ...(recordAtCommit ? this.insertAtCommitText : this.insertForOperationText),
       values: [event.type, event.payload, event.headers, event.orderingKey, id.scope, id.operation, id.key, phase, index, event.sourceKeyHash, notify],
     };
-  },
+  }
 
   /** Adds an event outside any idempotent operation: its id is random. */
   insert(event: OutboxInsert, notify: boolean): OutboxStatement {
     return {
-      text: INSERT_TEXT,
+      text: this.insertText,
       values: [event.type, event.payload, event.headers, event.orderingKey, event.sourceKeyHash, notify],
     };
-  },
+  }
 
   /**
    * Claims up to `limit` due events, oldest first, skipping rows another
@@ -109,16 +120,16 @@ export const OutboxStatements = {
    */
   claimBatch(limit: number): OutboxStatement {
     return {
-      text: `SELECT ${COLUMNS}, seq, attempts, created_at FROM idempotency_outbox e
+      text: `SELECT ${COLUMNS}, seq, attempts, created_at FROM ${this.outbox} e
               WHERE status = 'pending' AND next_attempt_at <= now()
                 AND (ordering_key IS NULL OR NOT EXISTS (
-                      SELECT 1 FROM idempotency_outbox b
+                      SELECT 1 FROM ${this.outbox} b
                        WHERE b.ordering_key = e.ordering_key AND b.status = 'pending' AND b.seq < e.seq AND b.next_attempt_at > now()))
               ORDER BY seq LIMIT $1
               FOR UPDATE SKIP LOCKED`,
       values: [limit],
     };
-  },
+  }
 
   /**
    * The oldest pending event of each key that this batch did not claim: a
@@ -127,24 +138,24 @@ export const OutboxStatements = {
    */
   blockers(keys: string[], claimed: string[]): OutboxStatement {
     return {
-      text: `SELECT ordering_key, min(seq) AS seq FROM idempotency_outbox
+      text: `SELECT ordering_key, min(seq) AS seq FROM ${this.outbox}
               WHERE status = 'pending' AND ordering_key = ANY($1::text[]) AND id <> ALL($2::uuid[])
               GROUP BY ordering_key`,
       values: [keys, claimed],
     };
-  },
+  }
 
   markSent(ids: string[]): OutboxStatement {
     return {
-      text: `UPDATE idempotency_outbox SET status = 'sent', attempts = attempts + 1, settled_at = now(), last_error = NULL WHERE id = ANY($1::uuid[])`,
+      text: `UPDATE ${this.outbox} SET status = 'sent', attempts = attempts + 1, settled_at = now(), last_error = NULL WHERE id = ANY($1::uuid[])`,
       values: [ids],
     };
-  },
+  }
 
   /** Counts a failed attempt of each event; an event at `maxAttempts` becomes a dead letter. Returns the dead ones. */
   markFailed(ids: string[], errors: string[], maxAttempts: number, backoff: OutboxBackoff): OutboxStatement {
     return {
-      text: `UPDATE idempotency_outbox o
+      text: `UPDATE ${this.outbox} o
                 SET attempts = o.attempts + 1,
                     last_error = f.error,
                     status = CASE WHEN o.attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END,
@@ -155,16 +166,16 @@ export const OutboxStatements = {
               RETURNING o.id, o.type, o.status, o.attempts`,
       values: [ids, errors, maxAttempts, backoff.baseMs, backoff.maxMs],
     };
-  },
+  }
 
   /** Pending events, and the age of the oldest one in seconds (0 when none). */
   stats(): OutboxStatement {
     return {
       text: `SELECT count(*)::int AS pending, coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8 AS oldest_age_seconds
-               FROM idempotency_outbox WHERE status = 'pending'`,
+               FROM ${this.outbox} WHERE status = 'pending'`,
       values: [],
     };
-  },
+  }
 
   /**
    * One cleanup batch: settled events (sent or dead) settled more than
@@ -175,26 +186,26 @@ export const OutboxStatements = {
   reapBatch(now: Date | undefined, retentionMs: number, limit: number): OutboxStatement {
     return {
       text: `WITH gone AS (
-               DELETE FROM idempotency_outbox
+               DELETE FROM ${this.outbox}
                 WHERE ctid = ANY (ARRAY(
-                  SELECT ctid FROM idempotency_outbox
+                  SELECT ctid FROM ${this.outbox}
                    WHERE status <> 'pending' AND settled_at <= coalesce($1::timestamptz, now()) - $2::float8 * interval '1 millisecond'
                    ORDER BY settled_at LIMIT $3 FOR UPDATE SKIP LOCKED))
                RETURNING 1)
              SELECT count(*)::int AS deleted FROM gone`,
       values: [now ?? null, retentionMs, limit],
     };
-  },
+  }
 
   /** Puts dead letters back to pending with their attempts reset (by id, or all when `ids` is omitted). */
   requeueDead(ids?: string[]): OutboxStatement {
     return {
-      text: `UPDATE idempotency_outbox SET status = 'pending', attempts = 0, settled_at = NULL, next_attempt_at = now()
+      text: `UPDATE ${this.outbox} SET status = 'pending', attempts = 0, settled_at = NULL, next_attempt_at = now()
               WHERE status = 'dead' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[]))`,
       values: [ids ?? null],
     };
-  },
-};
+  }
+}
 
 /** The cleanup's advisory lock: one instance sweeps at a time. */
 export const OUTBOX_REAPER_LOCK = `SELECT pg_try_advisory_xact_lock(hashtext('idempotency_outbox:reaper')) AS locked`;

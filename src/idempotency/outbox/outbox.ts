@@ -2,8 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import { hashKey } from '../events/idempotency-events.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OutboxStatements } from './outbox.store.js';
+import { storableJson, storableText } from './storable-event.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
 
 /** An event to deliver once the current transaction commits. */
@@ -54,29 +56,35 @@ export class OutboxOutsideTransactionError extends Error {
 export class Outbox {
   constructor(
     private readonly transactions: TransactionHost,
+    private readonly tables: IdempotencyTables,
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
-  /** Adds an event to the current transaction and returns its id. */
+  /**
+   * Adds an event to the current transaction and returns its id. An event
+   * PostgreSQL cannot store (a NUL character, or a lone UTF-16 surrogate, in
+   * any string of it) is refused with `OutboxEventUnstorableError` before
+   * anything is sent, so the transaction is not aborted by it.
+   */
   async add(event: NewOutboxEvent): Promise<string> {
     if (!this.transactions.isTransactional) throw new OutboxOutsideTransactionError();
     const operation = CurrentOperation.get();
     const insert = {
-      type: event.type,
-      payload: JSON.stringify(event.payload ?? null),
-      headers: JSON.stringify(event.headers ?? {}),
-      orderingKey: event.key ?? null,
+      type: storableText(event.type, 'type'),
+      payload: storableJson(event.payload ?? null, 'payload'),
+      headers: storableJson(event.headers ?? {}, 'headers'),
+      orderingKey: event.key == null ? null : storableText(event.key, 'key'),
       sourceKeyHash: operation ? hashKey(operation.id) : null,
     };
     const manager = this.transactions.manager;
     let rows: Array<{ id: string }>;
     if (operation) {
-      const statement = OutboxStatements.insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
+      const statement = this.tables.of(OutboxStatements).insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
       // On the flow's own transaction it goes named, prepared once per connection; in any other, through the current manager.
       const flow = operation.transaction?.manager === manager ? operation.transaction : undefined;
       rows = flow ? await flow.send(statement) : await manager.query(statement.text, statement.values);
     } else {
-      const statement = OutboxStatements.insert(insert, this.options.notify);
+      const statement = this.tables.of(OutboxStatements).insert(insert, this.options.notify);
       rows = await manager.query(statement.text, statement.values);
     }
     if (rows.length === 0) {

@@ -6,6 +6,7 @@ import { operationFailedOutcome } from '../errors/idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type AbandonedRow, LeaseStatements } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
@@ -49,6 +50,7 @@ export class AbandonedClaimsCompleter {
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly transactions: TransactionHost,
     private readonly leases: LeaseStore,
     private readonly runner: OperationRunner,
@@ -76,7 +78,7 @@ export class AbandonedClaimsCompleter {
     if (signal?.aborted) onSignal();
     else signal?.addEventListener('abort', onSignal, { once: true });
     try {
-      const { text, values } = LeaseStatements.abandoned(limit);
+      const { text, values } = this.tables.of(LeaseStatements).abandoned(limit);
       const candidates: AbandonedRow[] = stop.signal.aborted ? [] : await this.served.dataSource.query(text, values);
       const unknown = new Set<string>();
       for (const { owner_token, resumes, ...id } of candidates) {

@@ -3,6 +3,7 @@ import { IdempotencyDataSource } from '../transactions/idempotency-data-source.j
 import { type LeaseClaimRow, LeaseStatements, type Statement, type TakenOverRow } from '../records/record.statements.js';
 import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
@@ -49,16 +50,21 @@ export class LeaseStore {
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly transactions: TransactionHost,
     private readonly outcomes: OutcomeCodec,
   ) {}
+
+  private get statements(): LeaseStatements {
+    return this.tables.of(LeaseStatements);
+  }
 
   /**
    * Claims the key with a lease, in a statement of its own (so it commits at
    * once), or returns the record that holds it, never waiting on a live owner.
    */
   async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
-    const [row] = await run<LeaseClaimRow>(this.pool, LeaseStatements.claim(id, fingerprint, retentionMs, leaseMs, owner, lockTimeoutMs));
+    const [row] = await run<LeaseClaimRow>(this.pool, this.statements.claim(id, fingerprint, retentionMs, leaseMs, owner, lockTimeoutMs));
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
     // No row: the key is held by a claim this statement's snapshot could not see yet.
     return { claimed: false, holder: row && { ...toStoredRecord(row, id, this.outcomes), leaseLive: row.lease_live, databaseNow: row.database_now } };
@@ -66,24 +72,24 @@ export class LeaseStore {
 
   /** The completer's takeover of an abandoned claim: of several reapers exactly one wins. */
   async takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Promise<AbandonedClaim | undefined> {
-    const [row] = await run<TakenOverRow>(this.pool, LeaseStatements.takeOver(id, staleOwner, owner, leaseMs));
+    const [row] = await run<TakenOverRow>(this.pool, this.statements.takeOver(id, staleOwner, owner, leaseMs));
     if (!row) return undefined;
     return { fingerprint: row.fingerprint, resume: row.resume, run: row.run, phaseResults: row.phase_results, attempts: row.attempts, recoveryPoint: row.recovery_point };
   }
 
   /** Deletes a claim that never started its operation: no side effect can exist, so the key is simply free again. */
   async discardUnstarted(id: RecordId, owner: string): Promise<boolean> {
-    return (await run(this.pool, LeaseStatements.discardUnstarted(id, owner))).length === 1;
+    return (await run(this.pool, this.statements.discardUnstarted(id, owner))).length === 1;
   }
 
   /** Extends the lease; false when `owner` no longer holds it. Inside a transaction it also locks the record. */
   async renew(on: Queryable, id: RecordId, owner: string, leaseMs: number): Promise<boolean> {
-    return (await run(on, LeaseStatements.renew(id, owner, leaseMs))).length === 1;
+    return (await run(on, this.statements.renew(id, owner, leaseMs))).length === 1;
   }
 
   /** Records a finished phase as the new recovery point. */
   async savePhase(on: Queryable, id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Promise<boolean> {
-    return (await run(on, LeaseStatements.savePhase(id, owner, phase, resultJson, leaseMs))).length === 1;
+    return (await run(on, this.statements.savePhase(id, owner, phase, resultJson, leaseMs))).length === 1;
   }
 
   /**
@@ -92,13 +98,13 @@ export class LeaseStore {
    * undefined when `owner` no longer holds the claim.
    */
   async saveResume(id: RecordId, owner: string, resume: ResumeInfo): Promise<ResumeInfo | undefined> {
-    const [row] = await run<{ resume: ResumeInfo }>(this.pool, LeaseStatements.saveResume(id, owner, resume));
+    const [row] = await run<{ resume: ResumeInfo }>(this.pool, this.statements.saveResume(id, owner, resume));
     return row?.resume;
   }
 
   /** Lets the lease lapse now, so that a retry resumes at once. */
   async release(id: RecordId, owner: string): Promise<boolean> {
-    return (await run(this.pool, LeaseStatements.release(id, owner))).length === 1;
+    return (await run(this.pool, this.statements.release(id, owner))).length === 1;
   }
 
   /**
@@ -106,7 +112,7 @@ export class LeaseStore {
    * The statement sets the expiry, so a sealed outcome is bound to the record's fingerprint but not to its expiry.
    */
   async finish(record: OutcomeRecord, owner: string, outcome: RecordedOutcome, retentionMs: number, failureReason?: string): Promise<boolean> {
-    const statement = LeaseStatements.finish(record.id, owner, this.outcomes.encode(record, outcome), retentionMs, failureReason);
+    const statement = this.statements.finish(record.id, owner, this.outcomes.encode(record, outcome), retentionMs, failureReason);
     return (await run(this.pool, statement)).length === 1;
   }
 }

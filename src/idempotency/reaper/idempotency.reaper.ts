@@ -7,6 +7,7 @@ import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
 import { ReaperStatements } from '../records/record.statements.js';
+import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReaperSchedule } from './reaper-schedule.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
@@ -54,6 +55,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
 
   constructor(
     private readonly served: IdempotencyDataSource,
+    private readonly tables: IdempotencyTables,
     private readonly transactions: TransactionHost,
     private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
@@ -152,10 +154,11 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   /** One batch in one transaction; undefined when another instance holds the reaper lock. */
   private deleteBatch(now: Date | undefined, batchSize: number): Promise<number | undefined> {
     return this.served.dataSource.transaction(async (manager) => {
-      const lock = ReaperStatements.lock();
+      const statements = this.tables.of(ReaperStatements);
+      const lock = statements.lock();
       const [{ locked }] = await manager.query(lock.text, lock.values);
       if (!locked) return undefined;
-      const batch = ReaperStatements.batch(now, batchSize);
+      const batch = statements.batch(now, batchSize);
       const [{ deleted }] = await manager.query(batch.text, batch.values);
       return deleted;
     });

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { hashKey } from '../events/idempotency-events.js';
+import type { ModuleTables } from './module-tables.js';
 import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-record.js';
 
 /**
@@ -8,6 +10,8 @@ import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-r
  * them; none writes SQL on the table of its own. (The outbox derives its
  * event ids from a record in `OutboxStatements`, with the outbox's SQL; the
  * migration creates the table, and the startup schema check reads the catalog.)
+ * Each set is built on the app's `ModuleTables`, and names the table as they
+ * do, with its schema: `IdempotencyTables.of()` builds it once per app.
  */
 
 /** A statement and its parameters, sent unnamed. */
@@ -19,6 +23,21 @@ export interface Statement {
 /** A statement the module prepares once per connection (a named prepared statement). */
 export interface PreparedStatement extends Statement {
   name: string;
+}
+
+/** A named statement's text and the name it is prepared under, its parameters still to come. */
+export type PreparedText = Pick<PreparedStatement, 'name' | 'text'>;
+
+/**
+ * `text` with the name it is prepared under: `base` and a digest of the
+ * text. PostgreSQL keys a connection's prepared statements by name (cut at
+ * 63 bytes), and node-postgres refuses a name it prepared with another text,
+ * so a text that differs (another schema, another version of the module)
+ * must never reuse a name: the digest makes the name follow the text, within
+ * 63 bytes whatever the schema's length.
+ */
+export function prepared(base: string, text: string): PreparedText {
+  return { name: `${base}.${createHash('sha256').update(text).digest('hex').slice(0, 16)}`, text };
 }
 
 /** The text in the error of a claim at commit that found the key held: no failure of the handler's own carries it. */
@@ -72,14 +91,47 @@ export interface FoundLiveRow extends LiveRecordRow {
  * versions are never returned, and a second look (`readRecord`) finds what
  * the owner committed. Expiry is always the database's clock.
  */
-export const IdempotencyStatements = {
+export class IdempotencyStatements {
+  // Built once per set: every first execution sends one of them.
+  private readonly claimText: PreparedText;
+  private readonly recordAtCommitText: PreparedText;
+  private readonly completeClaimText: PreparedText;
+  private readonly findLiveText: PreparedText;
+  private readonly readText: PreparedText;
+  private readonly tryLockText = prepared('idempotency.try-lock', 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, now() AS database_now');
+  private readonly waitForLockText = prepared(
+    'idempotency.wait-for-lock',
+    `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $2, true) AS applied),
+                  locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
+             SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`,
+  );
+
+  constructor({ records }: ModuleTables) {
+    this.claimText = prepared('idempotency.claim', takeKeyText(records, { status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' }));
+    this.recordAtCommitText = prepared(
+      'idempotency.record-at-commit',
+      takeKeyText(records, { status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true }),
+    );
+    this.completeClaimText = prepared(
+      'idempotency.complete-claim',
+      `UPDATE ${records} SET status = 'completed', response_status = $4::smallint, response_headers = $5::jsonb, response_body = $6::text, completed_at = now()
+        WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING false AS took_over, expires_at, now() AS database_now`,
+    );
+    this.findLiveText = prepared(
+      'idempotency.find-live',
+      `SELECT k.i::int AS i, ${RECORD_COLUMNS}, now() AS database_now
+        FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(scope, operation, key, i)
+        JOIN ${records} r ON r.scope = k.scope AND r.operation = k.operation AND r.key = k.key AND r.expires_at > now()`,
+    );
+    this.readText = prepared(
+      'idempotency.read',
+      `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM ${records} WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
+    );
+  }
+
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
-    return {
-      name: 'idempotency.claim',
-      text: CLAIM_TEXT,
-      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
-    };
-  },
+    return { ...this.claimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`] };
+  }
 
   /**
    * The claim at commit: the same statement as `claim`, inserting the
@@ -92,11 +144,10 @@ export const IdempotencyStatements = {
    */
   recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
     return {
-      name: 'idempotency.record-at-commit',
-      text: RECORD_AT_COMMIT_TEXT,
+      ...this.recordAtCommitText,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
     };
-  },
+  }
 
   /**
    * Completes a key claimed by its in-progress record (`claim`, as the
@@ -104,13 +155,8 @@ export const IdempotencyStatements = {
    * claim's own transaction; sent with COMMIT.
    */
   completeClaim(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
-    return {
-      name: 'idempotency.complete-claim',
-      text: `UPDATE idempotency_records SET status = 'completed', response_status = $4::smallint, response_headers = $5::jsonb, response_body = $6::text, completed_at = now()
-              WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING false AS took_over, expires_at, now() AS database_now`,
-      values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body],
-    };
-  },
+    return { ...this.completeClaimText, values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body] };
+  }
 
   /**
    * The live records of several keys in one statement, read from the pool
@@ -119,23 +165,13 @@ export const IdempotencyStatements = {
    * No record column shares a name with one of `k`'s, so none needs the alias.
    */
   findLive(ids: readonly RecordId[]): PreparedStatement {
-    return {
-      name: 'idempotency.find-live',
-      text: `SELECT k.i::int AS i, ${RECORD_COLUMNS}, now() AS database_now
-        FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(scope, operation, key, i)
-        JOIN idempotency_records r ON r.scope = k.scope AND r.operation = k.operation AND r.key = k.key AND r.expires_at > now()`,
-      values: [ids.map((id) => id.scope), ids.map((id) => id.operation), ids.map((id) => id.key)],
-    };
-  },
+    return { ...this.findLiveText, values: [ids.map((id) => id.scope), ids.map((id) => id.operation), ids.map((id) => id.key)] };
+  }
 
   /** The live record that holds the key, with a fresh snapshot. */
   readRecord(id: RecordId): PreparedStatement {
-    return {
-      name: 'idempotency.read',
-      text: `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM idempotency_records WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
-      values: [id.scope, id.operation, id.key],
-    };
-  },
+    return { ...this.readText, values: [id.scope, id.operation, id.key] };
+  }
 
   /**
    * The guard of a key claimed first: its transaction-level advisory lock,
@@ -145,27 +181,17 @@ export const IdempotencyStatements = {
    * held, so it sees what any earlier holder committed.
    */
   tryLock(id: RecordId): PreparedStatement {
-    return {
-      name: 'idempotency.try-lock',
-      text: 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, now() AS database_now',
-      values: [lockKeyOf(id)],
-    };
-  },
+    return { ...this.tryLockText, values: [lockKeyOf(id)] };
+  }
 
   /**
    * Waits for the holder of the key's lock, at most `waitMs` (then SQLSTATE
    * 55P03), and restores the connection's own `lock_timeout`, as the claim does.
    */
   waitForLock(id: RecordId, waitMs: number): PreparedStatement {
-    return {
-      name: 'idempotency.wait-for-lock',
-      text: `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $2, true) AS applied),
-                  locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
-             SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`,
-      values: [lockKeyOf(id), `${Math.max(1, waitMs)}ms`],
-    };
-  },
-};
+    return { ...this.waitForLockText, values: [lockKeyOf(id), `${Math.max(1, waitMs)}ms`] };
+  }
+}
 
 /**
  * The key's advisory lock: the first 64 bits of the key's hash (as in
@@ -188,14 +214,14 @@ interface TakenKey {
 }
 
 /**
- * The text of `claim` and `recordAtCommit`: $1–$3 the id, $4 the
- * fingerprint, $5 the retention in ms, $6 the lock wait.
+ * The text of `claim` and `recordAtCommit` on the table `records`: $1–$3 the
+ * id, $4 the fingerprint, $5 the retention in ms, $6 the lock wait.
  *
  * `wait` reads the connection's lock_timeout before setting the statement's
  * (left to right); the final projection restores it, and runs only once
  * `found`, and so the wait, is over.
  */
-function takeKeyText({ status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
+function takeKeyText(records: string, { status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
   // Evaluated per row, never folded at planning (it reads a column): 1 when this statement took the key, else a cast
   // that fails with a message no statement of the handler's can raise (see isKeyHeldAtCommit).
   const heldFails = failWhenHeld ? `, CASE WHEN found.claimed IS TRUE THEN 1 ELSE (coalesce(found.claimed, false)::text || ':${KEY_HELD_AT_COMMIT}')::int END AS taken` : '';
@@ -204,7 +230,7 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
   return `WITH wait AS MATERIALIZED (
             SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
           claim AS (
-            INSERT INTO idempotency_records AS r
+            INSERT INTO ${records} AS r
                    (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
             SELECT $1, $2, $3, $4, ${status}, ${responseStatus}, ${responseHeaders}, ${responseBody}, now(), ${completedAt}, now() + $5 * interval '1 millisecond' FROM wait
             ON CONFLICT (scope, operation, key) DO UPDATE
@@ -219,15 +245,11 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
               FROM claim
             UNION ALL
             SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-              FROM idempotency_records
+              FROM ${records}
              WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
           SELECT ${answered}, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout${heldFails}
             FROM (SELECT) AS one LEFT JOIN found ON true`;
 }
-
-// Built once: every first execution sends one of them.
-const CLAIM_TEXT = takeKeyText({ status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' });
-const RECORD_AT_COMMIT_TEXT = takeKeyText({ status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true });
 
 /** The row of `LeaseStatements.claim`: the claim, or the record that holds the key (`claimed` false), or none. */
 export type LeaseClaimRow = RecordRow & {
@@ -268,7 +290,13 @@ const ms = (parameter: string) => `${parameter} * interval '1 millisecond'`;
  * `owner_token = $owner`: a stale owner that wakes up after a takeover
  * matches no row, so it can never overwrite the new owner's work.
  */
-export const LeaseStatements = {
+export class LeaseStatements {
+  private readonly records: string;
+
+  constructor({ records }: ModuleTables) {
+    this.records = records;
+  }
+
   /**
    * Claims the key with a lease. An expired finished record starts over; an
    * in-progress one whose lease lapsed is taken over with its recovery point
@@ -289,9 +317,9 @@ export const LeaseStatements = {
          SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
                 (status <> 'in_progress' AND expires_at <= now())
                   OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = $4) AS claimable
-           FROM idempotency_records WHERE ${PK}),
+           FROM ${this.records} WHERE ${PK}),
        claim AS (
-         INSERT INTO idempotency_records AS r
+         INSERT INTO ${this.records} AS r
                 (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
          SELECT $1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')}
            FROM wait WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
@@ -318,7 +346,7 @@ export const LeaseStatements = {
          FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
     };
-  },
+  }
 
   /**
    * The completer's takeover of an abandoned claim: a compare-and-set on the
@@ -328,114 +356,120 @@ export const LeaseStatements = {
   takeOver(id: RecordId, staleOwner: string | null, owner: string, leaseMs: number): Statement {
     return {
       text: `WITH free AS (
-           SELECT ctid FROM idempotency_records
+           SELECT ctid FROM ${this.records}
             WHERE ${PK} AND status = 'in_progress' AND lease_expires_at <= now() AND owner_token IS NOT DISTINCT FROM $4
             FOR UPDATE SKIP LOCKED),
          taken AS (
-           UPDATE idempotency_records SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
+           UPDATE ${this.records} SET owner_token = $5, lease_expires_at = now() + ${ms('$6')}, attempts = attempts + 1
             WHERE ctid IN (SELECT ctid FROM free)
             RETURNING fingerprint, resume, phase_results, attempts, recovery_point, ${RUN} AS run)
          SELECT * FROM taken`,
       values: [id.scope, id.operation, id.key, staleOwner, owner, leaseMs],
     };
-  },
+  }
 
   /** Deletes a claim that never started its operation (one row back when it did): no side effect can exist, so the key is simply free again. */
   discardUnstarted(id: RecordId, owner: string): Statement {
     return {
-      text: `WITH gone AS (DELETE FROM idempotency_records WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
+      text: `WITH gone AS (DELETE FROM ${this.records} WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' AND resume IS NULL RETURNING 1)
        SELECT 1 FROM gone`,
       values: [id.scope, id.operation, id.key, owner],
     };
-  },
+  }
 
   /** Extends the lease. Inside a transaction it also locks the record. */
   renew(id: RecordId, owner: string, leaseMs: number): Statement {
-    return fenced(`lease_expires_at = now() + ${ms('$5')}`, id, owner, [leaseMs]);
-  },
+    return fenced(this.records, `lease_expires_at = now() + ${ms('$5')}`, id, owner, [leaseMs]);
+  }
 
   /** Records a finished phase as the new recovery point. */
   savePhase(id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Statement {
     return fenced(
+      this.records,
       `phase_results = phase_results || jsonb_build_object($5::text, $6::jsonb), recovery_point = $5, lease_expires_at = now() + ${ms('$7')}`,
       id,
       owner,
       [phase, resultJson, leaseMs],
     );
-  },
+  }
 
   /** Stores what resuming needs once per run, keeping an earlier owner's: returns what is stored, no row when `owner` lost the claim. */
   saveResume(id: RecordId, owner: string, resume: ResumeInfo): Statement {
     return {
       text: `WITH fenced AS (
-         UPDATE idempotency_records SET resume = coalesce(resume, $5::jsonb)
+         UPDATE ${this.records} SET resume = coalesce(resume, $5::jsonb)
           WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING resume)
        SELECT resume FROM fenced`,
       values: [id.scope, id.operation, id.key, owner, JSON.stringify(resume)],
     };
-  },
+  }
 
   /** Lets the lease lapse now, so that a retry resumes at once. */
   release(id: RecordId, owner: string): Statement {
-    return fenced(`lease_expires_at = now()`, id, owner, []);
-  },
+    return fenced(this.records, `lease_expires_at = now()`, id, owner, []);
+  }
 
   /** Records the outcome, `failed` with a reason for an operation that cannot be completed, and ends the lease. */
   finish(id: RecordId, owner: string, outcome: EncodedOutcome, retentionMs: number, failureReason?: string): Statement {
     return fenced(
+      this.records,
       `status = $5, response_status = $6, response_headers = $7, response_body = $8, failure_reason = $9,
        completed_at = now(), expires_at = now() + ${ms('$10')}, owner_token = NULL, lease_expires_at = NULL`,
       id,
       owner,
       [failureReason ? 'failed' : 'completed', outcome.status, outcome.headers, outcome.body, failureReason ?? null, retentionMs],
     );
-  },
+  }
 
   /** Up to `limit` claims whose lease lapsed, the longest lapsed first: the completer's candidates. */
   abandoned(limit: number): Statement {
     return {
-      text: `SELECT scope, operation, key, owner_token, resume->>'operation' AS resumes FROM idempotency_records
+      text: `SELECT scope, operation, key, owner_token, resume->>'operation' AS resumes FROM ${this.records}
               WHERE status = 'in_progress' AND lease_expires_at <= now() ORDER BY lease_expires_at LIMIT $1`,
       values: [limit],
     };
-  },
-};
+  }
+}
 
-/** An update of `owner`'s claim (parameters from $5 on): one row back while `owner` holds it, none once it lost it. */
-function fenced(assignments: string, id: RecordId, owner: string, extra: unknown[]): Statement {
+/** An update of `owner`'s claim on `records` (parameters from $5 on): one row back while `owner` holds it, none once it lost it. */
+function fenced(records: string, assignments: string, id: RecordId, owner: string, extra: unknown[]): Statement {
   return {
     text: `WITH fenced AS (
-         UPDATE idempotency_records SET ${assignments}
+         UPDATE ${records} SET ${assignments}
           WHERE ${PK} AND owner_token = $4 AND status = 'in_progress' RETURNING 1)
        SELECT 1 FROM fenced`,
     values: [id.scope, id.operation, id.key, owner, ...extra],
   };
 }
 
-/**
- * One batch of the reaper: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
- * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
- * plan a TID scan at any table size, whatever the statistics say.
- */
-export const REAP_BATCH = `
+/** The reaper's SQL: each batch is a transaction of its own that takes the lock first. */
+export class ReaperStatements {
+  /**
+   * One batch: finished records expired by $1 (null: the database's `now()`), at most $2 of them, oldest
+   * first, skipping rows a live claim holds. `ctid = ANY(ARRAY(...))` keeps the
+   * plan a TID scan at any table size, whatever the statistics say.
+   */
+  private readonly batchText: string;
+
+  constructor({ records }: ModuleTables) {
+    this.batchText = `
   WITH gone AS (
-    DELETE FROM idempotency_records
+    DELETE FROM ${records}
      WHERE ctid = ANY (ARRAY(
-       SELECT ctid FROM idempotency_records
+       SELECT ctid FROM ${records}
         WHERE expires_at <= coalesce($1::timestamptz, now()) AND status <> 'in_progress'
         ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::int AS deleted FROM gone`;
+  }
 
-/** The reaper's SQL: each batch is a transaction of its own that takes the lock first. */
-export const ReaperStatements = {
   /** A transaction-level advisory lock, so that with several instances only one reaps at a time. */
   lock(): Statement {
     return { text: `SELECT pg_try_advisory_xact_lock(hashtext('idempotency_records:reaper')) AS locked`, values: [] };
-  },
+  }
 
-  /** Deletes one batch (`REAP_BATCH`): expired by `now` (absent: the database's clock), at most `limit`. */
+  /** Deletes one batch: expired by `now` (absent: the database's clock), at most `limit`. */
   batch(now: Date | undefined, limit: number): Statement {
-    return { text: REAP_BATCH, values: [now ?? null, limit] };
-  },
-};
+    return { text: this.batchText, values: [now ?? null, limit] };
+  }
+}
