@@ -197,7 +197,7 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       expect(await rowsLabelled(`${label}%`)).toEqual([label, `${label}:after`]);
     });
 
-    it.each(['query', 'transaction'])('records and replays a handler that moves its transaction to a tenant’s schema (SET LOCAL search_path through %s)', async (how) => {
+    it.each(['set-local', 'set-config'])('records and replays a handler whose transaction() moves to a tenant’s schema (search_path by %s)', async (how) => {
       const label = unique(`tenant-${how}`);
       const first = await post(one, `tenant-schema/${how}`, label, { label });
       expect([first.status, first.body]).toEqual([201, { label }]);

@@ -257,24 +257,18 @@ class UserCodeController {
   }
 
   /**
-   * Moves the request's transaction to the tenant's schema, as an app with a
-   * schema per tenant does (`SET LOCAL search_path`, through
-   * `dataSource.query()` or inside a `transaction()`), writes its row there
-   * and adds an event.
+   * Moves its transaction to the tenant's schema, as an app with a schema
+   * per tenant does (`SET LOCAL search_path`, or `set_config(…, true)`),
+   * writes its row there, then adds an event once that transaction ended.
    */
   @Post('tenant-schema/:how')
   @Idempotent()
   async tenantSchema(@Body() body: Labelled, @Req() req: { params: { how: string } }) {
-    const toTenant = `SET LOCAL search_path TO ${TENANT_SCHEMA}`;
-    if (req.params.how === 'query') {
-      await this.dataSource.query(toTenant);
-      await this.rows.insert({ label: body.label });
-    } else {
-      await this.dataSource.transaction(async (manager) => {
-        await manager.query(toTenant);
-        await manager.insert(UserRow, { label: body.label });
-      });
-    }
+    await this.dataSource.transaction(async (manager) => {
+      if (req.params.how === 'set-local') await manager.query(`SET LOCAL search_path TO ${TENANT_SCHEMA}`);
+      else await manager.query(`SELECT set_config('search_path', $1, true)`, [TENANT_SCHEMA]);
+      await manager.insert(UserRow, { label: body.label });
+    });
     await this.outbox.add({ type: 'tenant', payload: body });
     return { label: body.label };
   }
