@@ -520,6 +520,33 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     }
   });
 
+  describe('under PostgreSQL’s timeouts on the app’s connections', () => {
+    const send = (app: RunningApp, key: string, label: string) =>
+      Promise.resolve(request(app.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
+    const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
+
+    it('a duplicate gets 409 with Retry-After once a statement_timeout shorter than wait would cancel its wait, and its retry replays', async () => {
+      const running = await startApp({ imports: ledgerAppModules(db.url, { wait: 5000 }, { extra: { options: '-c statement_timeout=300' } }) }, { adapter });
+      try {
+        const ledger = running.app.get(Ledger);
+        const label = `statement-timeout-${adapter}`;
+        ledger.script.push({ delayMs: 1200 });
+        const calls = ledger.calls;
+        const owner = send(running, label, label);
+        await vi.waitFor(() => expect(ledger.calls).toBeGreaterThan(calls), { timeout: 10_000, interval: 5 });
+        const duplicate = await send(running, label, label);
+        // Retry-After as when wait runs out: the owner may hold the key that long.
+        expect([duplicate.status, duplicate.headers['retry-after']]).toEqual([409, '5']);
+        expect(duplicate.body).toMatchObject({ type: 'urn:nest-idempotency:problem:request-in-progress' });
+        expect((await owner).status).toBe(201);
+        expect((await send(running, label, label)).headers['idempotent-replayed']).toBe('true');
+        expect(await entriesLabelled(label)).toBe(1);
+      } finally {
+        await running.close();
+      }
+    });
+  });
+
   it('refuses at startup a handler that writes the response itself', async () => {
     @Controller('raw')
     class RawController {

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
-import { isKeyHeldAtCommit, isLockTimeout } from '../driver/database-errors.js';
+import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled } from '../driver/database-errors.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ClaimMode, ResolvedModuleOptions } from '../options/idempotency.options.js';
@@ -270,10 +270,18 @@ export class OneTransactionFlow {
     return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
   }
 
-  /** A lock wait on the key that outlasted `wait` means an owner is still in flight. */
+  /**
+   * A lock wait on the key that outlasted `wait` means an owner is still in
+   * flight. The statement bounds its wait by the session's
+   * `statement_timeout` too (see records/lock-wait.ts); one that timeout
+   * cancelled all the same (a busy server spent the margin, or a claim
+   * waited on the row twice) waited on the owner as well: these statements
+   * carry no outcome, and nothing else in them takes time. Not so the
+   * record sent with COMMIT, whose cancellation stays an error.
+   */
   private inProgressOnLockTimeout<T>(steps: FlowSteps, terms: OneTransactionTerms, statement: Promise<T>): Promise<T> {
     return statement.catch((error: unknown) => {
-      if (!isLockTimeout(error)) throw error;
+      if (!isLockTimeout(error) && !isStatementCancelled(error)) throw error;
       steps.collided = true;
       throw terms.inProgress();
     });

@@ -1,4 +1,5 @@
 import { hashKey } from '../events/idempotency-events.js';
+import { lockWaitOf } from './lock-wait.js';
 import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-record.js';
 
 /**
@@ -61,9 +62,10 @@ export interface FoundLiveRow extends LiveRecordRow {
  * finished one (an expired phased claim is the completer's to resolve). A
  * concurrent owner's uncommitted row makes it wait, up to `lock_timeout`,
  * then fail with SQLSTATE 55P03. The same statement sets that timeout for
- * its own wait and restores the connection's own afterwards, so the
- * handler's statements run under the timeout they would have without the
- * module, and no statement is added for it.
+ * its own wait (`wait`, or less where the session's `statement_timeout`
+ * would cancel the statement first) and restores the connection's own
+ * afterwards, so the handler's statements run under the timeout they would
+ * have without the module, and no statement is added for it.
  *
  * When the key is held, the claim returns the record, if this statement's
  * snapshot can see it live. A record committed while the claim waited on its
@@ -77,7 +79,7 @@ export const IdempotencyStatements = {
     return {
       name: 'idempotency.claim',
       text: CLAIM_TEXT,
-      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`],
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs)],
     };
   },
 
@@ -94,7 +96,7 @@ export const IdempotencyStatements = {
     return {
       name: 'idempotency.record-at-commit',
       text: RECORD_AT_COMMIT_TEXT,
-      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs), outcome.status, outcome.headers, outcome.body],
     };
   },
 
@@ -139,16 +141,16 @@ export const IdempotencyStatements = {
   },
 
   /**
-   * Waits for the holder of the key's lock, at most `waitMs` (then SQLSTATE
-   * 55P03), and restores the connection's own `lock_timeout`, as the claim does.
+   * Waits for the holder of the key's lock, at most `waitMs` or what the
+   * session's `statement_timeout` allows (then SQLSTATE 55P03: see
+   * `lockWaitOf`), and restores the connection's own `lock_timeout`, as the
+   * claim does.
    */
   waitForLock(id: RecordId, waitMs: number): PreparedStatement {
     return {
       name: 'idempotency.wait-for-lock',
-      text: `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $2, true) AS applied),
-                  locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
-             SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`,
-      values: [lockKeyOf(id), `${Math.max(1, waitMs)}ms`],
+      text: WAIT_FOR_LOCK_TEXT,
+      values: [lockKeyOf(id), waitOf(waitMs)],
     };
   },
 };
@@ -163,6 +165,16 @@ function lockKeyOf(id: RecordId): string {
   return BigInt.asIntN(64, BigInt(`0x${hashKey(id)}`)).toString();
 }
 
+/** A statement's lock wait as its parameter: whole ms, at least 1. */
+function waitOf(waitMs: number): number {
+  return Math.max(1, Math.ceil(waitMs));
+}
+
+// Built once, as the claim's text is: every duplicate that finds the key held sends it.
+const WAIT_FOR_LOCK_TEXT = `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$2::int')}, true) AS applied),
+                  locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
+             SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`;
+
 /** What the key-taking statements insert: an in-progress claim, or a completed record with its outcome. */
 interface TakenKey {
   status: string;
@@ -175,7 +187,8 @@ interface TakenKey {
 
 /**
  * The text of `claim` and `recordAtCommit`: $1–$3 the id, $4 the
- * fingerprint, $5 the retention in ms, $6 the lock wait.
+ * fingerprint, $5 the retention in ms, $6 the lock wait in ms (bounded by
+ * the session's `statement_timeout`: see `lockWaitOf`).
  *
  * `wait` reads the connection's lock_timeout before setting the statement's
  * (left to right); the final projection restores it, and runs only once
@@ -188,7 +201,7 @@ function takeKeyText({ status, outcome: [responseStatus, responseHeaders, respon
   // A statement that fails when the key is held answers only for a key it took: the holder's columns would be null.
   const answered = failWhenHeld ? 'found.took_over, found.expires_at' : 'found.*';
   return `WITH wait AS MATERIALIZED (
-            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
+            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$6::int')}, true) AS applied),
           claim AS (
             INSERT INTO idempotency_records AS r
                    (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
