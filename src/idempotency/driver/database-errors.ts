@@ -9,8 +9,12 @@ const DEADLOCK_DETECTED = '40P01';
 const INVALID_TEXT_REPRESENTATION = '22P02';
 const QUERY_CANCELED = '57014';
 
-/** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
-const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
+/**
+ * SQLSTATE classes and codes of a lost or refused connection: the connection
+ * exception class, shutdowns, too many connections, a session ended for
+ * idling in its transaction (25P03).
+ */
+const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|25P03$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
 /**
  * Messages of a lost connection. TypeORM releases a QueryRunner whose
  * connection errors, so the next query of a request on it fails with

@@ -4,6 +4,7 @@ import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled } from '../driver/database-errors.js';
+import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ClaimMode, ResolvedModuleOptions } from '../options/idempotency.options.js';
@@ -76,6 +77,7 @@ export class OneTransactionFlow {
     private readonly outcomes: OutcomeCodec,
     private readonly events: IdempotencyEvents,
     private readonly replays: ReplayLikelihood,
+    private readonly idle: IdleSessionTimeout,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -86,18 +88,21 @@ export class OneTransactionFlow {
     const held: HeldConnection = { handedOver: false };
     let transaction: ClaimTransaction | undefined;
     try {
-      if (!first) {
+      let ending: FlowEnding<OneTransactionSettled>;
+      if (first) {
+        const guarded = await this.guard(runner, steps, id, fingerprint, terms);
+        if ('settled' in guarded) return { steps, settled: guarded.settled };
+        transaction = guarded.transaction;
+        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, guarded.expiresAt);
+      } else {
         transaction = await ClaimTransaction.open(runner, this.options, ...this.savepoint(terms));
-        return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, undefined);
+        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, undefined);
       }
-      const guarded = await this.guard(runner, steps, id, fingerprint, terms);
-      if ('settled' in guarded) return { steps, settled: guarded.settled };
-      transaction = guarded.transaction;
-      return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, guarded.expiresAt);
+      return ending.settled ? ending : { steps, error: this.idle.explained(ending.error, transaction, steps.timeline.handler?.start) };
     } catch (error) {
       await transaction?.rollback();
       terms.restoreResponse?.();
-      return { steps, error };
+      return { steps, error: this.idle.explained(error, transaction, steps.timeline.handler?.start) };
     } finally {
       if (!held.handedOver) await runner.release();
     }
