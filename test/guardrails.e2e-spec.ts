@@ -33,7 +33,7 @@ import type { Observable } from 'rxjs';
 import request from 'supertest';
 import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { LEDGER_SCHEMA, Ledger, ledgerAppModules, type LedgerDataSourceOptions } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 class Account {
@@ -323,10 +323,11 @@ describe('@Idempotent() routes, checked at startup', () => {
     /** Global interceptors to add with app.useGlobalInterceptors(), before init. */
     globals?: (reflector: Reflector) => NestInterceptor[];
     logger?: LoggerService;
+    dataSource?: LedgerDataSourceOptions;
   }
 
-  async function boot({ controllers = [AccountsController], providers = [], imports = [], options = {}, globals, logger }: Boot): Promise<Error | undefined> {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, options);
+  async function boot({ controllers = [AccountsController], providers = [], imports = [], options = {}, globals, logger, dataSource }: Boot): Promise<Error | undefined> {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, options, dataSource);
     const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, ...imports], controllers, providers: [Ledger, ...providers] }).compile();
     const app = moduleRef.createNestApplication({ logger: logger ?? false });
     try {
@@ -367,6 +368,16 @@ describe('@Idempotent() routes, checked at startup', () => {
     const counter = new RequestCounter();
     expect(await boot({ globals: () => [counter], options: { allowInterceptorsAround: [counter] }, logger: vouched })).toBeUndefined();
     expect(vouched.warnings.filter(({ context }) => context === 'Idempotency')).toEqual([]);
+  });
+
+  it('warns once when idle_in_transaction_session_timeout is on for the DataSource’s connections, naming its value and the fix', async () => {
+    const log = new WarningLog();
+    expect(await boot({ logger: log, dataSource: { extra: { options: '-c idle_in_transaction_session_timeout=1500' } } })).toBeUndefined();
+    const warnings = log.warnings.filter(({ context }) => context === 'Idempotency');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].message).toMatch(/^idle_in_transaction_session_timeout is 1500ms on the served DataSource's connections/);
+    expect(warnings[0].message).toContain('Raise or unset it for the app');
+    expect(warnings[0].message).toContain('@Idempotent({ phases: true })');
   });
 
   it('refuses a subclass of ClassSerializerInterceptor too', async () => {

@@ -3,7 +3,7 @@ import { Test } from '@nestjs/testing';
 import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
-import { adaptersWithDrivers } from './support/claim-drivers.js';
+import { adaptersWithDrivers, CLAIM_DRIVERS } from './support/claim-drivers.js';
 import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -111,6 +111,8 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       expect(response.status).toBe(503);
       expect(response.headers['retry-after']).toBe('1');
       expect(response.body).toMatchObject({ type: 'urn:nest-idempotency:problem:database-unavailable' });
+      // Ended by another session, not for idling: the detail names no setting.
+      expect(response.body.detail).not.toContain('idle_in_transaction_session_timeout');
       expect(await recordOf(key)).toEqual([]);
       const retry = await post('/entries', key, { label: 'cut-off' });
       expect(retry.status).toBe(201);
@@ -519,6 +521,55 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     } finally {
       await running.close();
     }
+  });
+
+  describe('under PostgreSQL’s timeouts on the app’s connections', () => {
+    const send = (app: RunningApp, key: string, label: string) =>
+      Promise.resolve(request(app.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
+    const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
+
+    it('a duplicate gets 409 with Retry-After once a statement_timeout shorter than wait would cancel its wait, and its retry replays', async () => {
+      const running = await startApp({ imports: ledgerAppModules(db.url, { wait: 5000 }, { extra: { options: '-c statement_timeout=300' } }) }, { adapter });
+      try {
+        const ledger = running.app.get(Ledger);
+        const label = `statement-timeout-${adapter}`;
+        ledger.script.push({ delayMs: 1200 });
+        const calls = ledger.calls;
+        const owner = send(running, label, label);
+        await vi.waitFor(() => expect(ledger.calls).toBeGreaterThan(calls), { timeout: 10_000, interval: 5 });
+        const duplicate = await send(running, label, label);
+        // Retry-After as when wait runs out: the owner may hold the key that long.
+        expect([duplicate.status, duplicate.headers['retry-after']]).toEqual([409, '5']);
+        expect(duplicate.body).toMatchObject({ type: 'urn:nest-idempotency:problem:request-in-progress' });
+        expect((await owner).status).toBe(201);
+        expect((await send(running, label, label)).headers['idempotent-replayed']).toBe('true');
+        expect(await entriesLabelled(label)).toBe(1);
+      } finally {
+        await running.close();
+      }
+    });
+
+    it('a request whose session idle_in_transaction_session_timeout ends gets 503 naming it, nothing is recorded, and its retry runs', async () => {
+      // Express drives the claim on the pg client, which hears the server end the session; Fastify through TypeORM's
+      // API, which cannot tell, so the handler's time is compared with the setting read at startup.
+      const driver = CLAIM_DRIVERS[HTTP_ADAPTERS.indexOf(adapter)];
+      const extra = { ...driver.dataSource.extra, options: '-c idle_in_transaction_session_timeout=300' };
+      const running = await startApp({ imports: ledgerAppModules(db.url, driver.options, { ...driver.dataSource, extra }) }, { adapter });
+      try {
+        const label = `idle-timeout-${adapter}`;
+        running.app.get(Ledger).script.push({ delayMs: 800 });
+        const cut = await send(running, label, label);
+        expect([cut.status, cut.headers['retry-after']]).toEqual([503, '1']);
+        expect(cut.body).toMatchObject({ type: 'urn:nest-idempotency:problem:database-unavailable' });
+        expect(cut.body.detail).toContain('idle_in_transaction_session_timeout (300ms)');
+        expect(cut.body.detail).toContain('@Idempotent({ phases: true })');
+        expect(await db.query(`SELECT key FROM idempotency_records WHERE key = $1`, [label])).toEqual([]);
+        expect((await send(running, label, label)).status).toBe(201);
+        expect(await entriesLabelled(label)).toBe(1);
+      } finally {
+        await running.close();
+      }
+    });
   });
 
   it('refuses at startup a handler that writes the response itself', async () => {

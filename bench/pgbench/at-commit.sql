@@ -23,7 +23,9 @@ SELECT (substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || su
 RETURNING id;
 \startpipeline
 WITH wait AS MATERIALIZED (
-       SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :wait, true) AS applied),
+       SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', (CASE current_setting('statement_timeout') WHEN '0' THEN :wait::int
+              ELSE (SELECT greatest(1, floor(least(:wait::int, greatest(ms * 0.75, ms - 50))))::int
+                      FROM (SELECT date_part('epoch', current_setting('statement_timeout')::interval) * 1000 AS ms) AS statement_timeout) END)::text || 'ms', true) AS applied),
      claim AS (
        INSERT INTO "public".idempotency_records AS r
               (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)

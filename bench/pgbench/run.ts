@@ -33,7 +33,7 @@ const VARIABLES: Record<string, string> = {
   operation: 'POST /bench/orders/idempotent',
   fingerprint: 'a3f1c9e07b24d5868e1f0c3b7a9d2e4f6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e',
   retention_ms: String(24 * 60 * 60 * 1000),
-  wait: '1000ms',
+  wait: '1000',
   response_status: '201',
   response_headers: JSON.stringify({ location: `/orders/${ORDER_ID}`, 'content-type': 'application/json; charset=utf-8' }),
   response_body: ORDER_VIEW,

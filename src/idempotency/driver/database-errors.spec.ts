@@ -9,6 +9,7 @@ describe('isConnectionLost', () => {
   it.each([
     ['a terminated backend (57P01)', wrapped('57P01', 'terminating connection due to administrator command'), true],
     ['a connection exception class (08006)', wrapped('08006'), true],
+    ['a session ended for idling in its transaction (25P03)', wrapped('25P03', 'terminating connection due to idle-in-transaction timeout'), true],
     ['too many connections (53300)', wrapped('53300'), true],
     ['a refused connection', Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), true],
     ['a socket closed under a query', new Error('Connection terminated unexpectedly'), true],

@@ -7,9 +7,14 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
 const INVALID_TEXT_REPRESENTATION = '22P02';
+const QUERY_CANCELED = '57014';
 
-/** SQLSTATE classes and codes of a lost or refused connection: the connection exception class, shutdowns, too many connections. */
-const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
+/**
+ * SQLSTATE classes and codes of a lost or refused connection: the connection
+ * exception class, shutdowns, too many connections, a session ended for
+ * idling in its transaction (25P03).
+ */
+const CONNECTION_LOST_CODE = /^(08|57P0[123]$|53300$|25P03$|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT)$)/;
 /**
  * Messages of a lost connection. TypeORM releases a QueryRunner whose
  * connection errors, so the next query of a request on it fails with
@@ -55,6 +60,11 @@ export function sqlStateOf(error: unknown): string | undefined {
 /** The claim waited its `lock_timeout` out on a concurrent owner's row. */
 export function isLockTimeout(error: unknown): boolean {
   return sqlStateOf(error) === LOCK_NOT_AVAILABLE;
+}
+
+/** The statement was cancelled: by the session's `statement_timeout`, or by a cancel request. */
+export function isStatementCancelled(error: unknown): boolean {
+  return sqlStateOf(error) === QUERY_CANCELED;
 }
 
 /**

@@ -22,9 +22,11 @@ function countWrites(client: PgClient): { readonly count: number } {
 /**
  * The pg and TypeORM internals PgClientDriver relies on (pg-client.driver.ts):
  * the client's `pipeline` flag, its socket's cork/uncork, named statements in
- * the object form, and the QueryRunner's transaction flags. These fail loudly
- * when a pg or TypeORM release changes them; the module would otherwise fall
- * back to TypeOrmDriver at run time, with one warning, and lose a round trip.
+ * the object form, the QueryRunner's transaction flags, and the server's
+ * errors as its `connection` emits them. These fail loudly when a pg or
+ * TypeORM release changes them; the module would otherwise fall back to
+ * TypeOrmDriver at run time, with one warning, and lose a round trip, or
+ * answer a session ended for idling with a 503 that does not say so.
  */
 describe('driving the claim on the pg client (contract with pg and TypeORM)', () => {
   let dataSource: DataSource;
@@ -124,6 +126,30 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     expect(sent).toEqual(['SAVEPOINT typeorm_1', 'SELECT 1', 'RELEASE SAVEPOINT typeorm_1']);
     await driver.rollback();
     expect(runner.isTransactionActive).toBe(false);
+  });
+
+  it('hears the FATAL of a session PostgreSQL ended for idling in its transaction (25P03), which fails no query, as the connection’s `errorMessage`', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    await driver.begin('READ COMMITTED', [`SELECT set_config('idle_in_transaction_session_timeout', '100ms', true)`]);
+    expect(driver.endedByIdleTimeout).toBe(false);
+    await vi.waitFor(() => expect(driver.endedByIdleTimeout).toBe(true), { timeout: 5000, interval: 20 });
+    await driver.rollback();
+  });
+
+  it('takes a session ended otherwise (pg_terminate_backend) for no idle timeout', async () => {
+    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
+    await driver.begin('READ COMMITTED', []);
+    const [{ pid }] = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    try {
+      await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+    } finally {
+      await admin.end();
+    }
+    await vi.waitFor(() => expect(runner.isReleased).toBe(true), { timeout: 5000, interval: 20 });
+    expect(driver.endedByIdleTimeout).toBe(false);
+    await driver.rollback();
   });
 });
 

@@ -1,5 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
+import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.js';
 import { unnamedAfter } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
@@ -52,12 +53,16 @@ export class PgClientDriver implements TransactionDriver {
   private opening?: Promise<Array<PromiseSettledResult<StatementResult<unknown>>>>;
   /** Sends what `open()` held back in the corked socket; set while it is held. */
   private uncorkOpening?: () => void;
+  /** The client's connection tells a session the server ended for idling (see idle-session-timeout.ts). */
+  private readonly watched: boolean;
 
   constructor(
     private readonly runner: QueryRunner,
     private readonly client: PgClient,
     private readonly options: PgClientDriverOptions,
-  ) {}
+  ) {
+    this.watched = watchForIdleTimeout(client);
+  }
 
   /**
    * Why this driver cannot drive `client` under `runner`, or undefined when
@@ -138,6 +143,10 @@ export class PgClientDriver implements TransactionDriver {
 
   get pipelined(): boolean {
     return Boolean(this.client.pipeline);
+  }
+
+  get endedByIdleTimeout(): boolean | undefined {
+    return this.watched ? endedByIdleTimeout(this.client) : undefined;
   }
 
   /**

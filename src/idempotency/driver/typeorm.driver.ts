@@ -14,6 +14,8 @@ import { settleInTurn, type StatementResult, throwFirstFailure, type Transaction
  */
 export class TypeOrmDriver implements TransactionDriver {
   readonly pipelined = false;
+  /** TypeORM's API does not say why a connection was lost. */
+  readonly endedByIdleTimeout = undefined;
 
   constructor(private readonly runner: QueryRunner) {}
 

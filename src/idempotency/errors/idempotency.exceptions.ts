@@ -102,16 +102,18 @@ export class IdempotencyRequestInProgressException extends IdempotencyProblem {
 /**
  * 503: the database connection failed mid-request. The work rolled back, or
  * (when it failed at COMMIT) may have committed: either way a retry with the
- * same key is safe, and replays the outcome if there is one.
+ * same key is safe, and replays the outcome if there is one. `cause`, where
+ * the module knows it (PostgreSQL's `idle_in_transaction_session_timeout`),
+ * joins the detail with its fix.
  */
 export class IdempotencyDatabaseUnavailableException extends IdempotencyProblem {
-  constructor(retryAfterSeconds: number) {
+  constructor(retryAfterSeconds: number, cause?: string) {
     super(
       {
         type: IdempotencyProblemType.DatabaseUnavailable,
         title: 'Database unavailable',
         status: HttpStatus.SERVICE_UNAVAILABLE,
-        detail: 'The database connection failed while this request ran. Retry with the same key after the delay given in Retry-After.',
+        detail: `The database connection failed while this request ran${cause ? `: ${cause}` : ''}. Retry with the same key after the delay given in Retry-After.`,
       },
       { 'Retry-After': String(retryAfterSeconds) },
     );

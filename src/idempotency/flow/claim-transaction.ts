@@ -85,6 +85,11 @@ export class ClaimTransaction {
     return this.driver.pipelined;
   }
 
+  /** Whether the server ended the connection's session for idling in this transaction; undefined where the driver cannot tell. */
+  get endedByIdleTimeout(): boolean | undefined {
+    return this.driver.endedByIdleTimeout;
+  }
+
   enqueue(sql: string): Promise<unknown> {
     return this.driver.enqueue(sql);
   }

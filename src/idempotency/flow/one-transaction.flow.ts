@@ -3,7 +3,8 @@ import { performance } from 'node:perf_hooks';
 import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
-import { isKeyHeldAtCommit, isLockTimeout, transactionConflictOf } from '../driver/database-errors.js';
+import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled, transactionConflictOf } from '../driver/database-errors.js';
+import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ClaimMode, IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
@@ -82,6 +83,7 @@ export class OneTransactionFlow {
     private readonly outcomes: OutcomeCodec,
     private readonly events: IdempotencyEvents,
     private readonly replays: ReplayLikelihood,
+    private readonly idle: IdleSessionTimeout,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -93,19 +95,22 @@ export class OneTransactionFlow {
     const isolation = terms.isolation ?? this.served.isolation;
     let transaction: ClaimTransaction | undefined;
     try {
-      if (!first) {
+      let ending: FlowEnding<OneTransactionSettled>;
+      if (first) {
+        // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
+        const guarded = isolation === 'READ COMMITTED' ? await this.guard(runner, steps, id, fingerprint, terms) : await this.guardByRecord(runner, steps, id, fingerprint, terms, isolation);
+        if ('settled' in guarded) return { steps, settled: guarded.settled };
+        transaction = guarded.transaction;
+        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, guarded);
+      } else {
         transaction = await ClaimTransaction.open(runner, this.options, isolation, ...this.savepoint(terms));
-        return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, undefined);
+        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, undefined);
       }
-      // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
-      const guarded = isolation === 'READ COMMITTED' ? await this.guard(runner, steps, id, fingerprint, terms) : await this.guardByRecord(runner, steps, id, fingerprint, terms, isolation);
-      if ('settled' in guarded) return { steps, settled: guarded.settled };
-      transaction = guarded.transaction;
-      return await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, guarded);
+      return ending.settled ? ending : { steps, error: this.idle.explained(ending.error, transaction, steps.timeline.handler?.start) };
     } catch (error) {
       await transaction?.rollback();
       terms.restoreResponse?.();
-      return { steps, error };
+      return { steps, error: this.idle.explained(error, transaction, steps.timeline.handler?.start) };
     } finally {
       if (!held.handedOver) await runner.release();
     }
@@ -332,10 +337,18 @@ export class OneTransactionFlow {
     return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
   }
 
-  /** A lock wait on the key that outlasted `wait` means an owner is still in flight. */
+  /**
+   * A lock wait on the key that outlasted `wait` means an owner is still in
+   * flight. The statement bounds its wait by the session's
+   * `statement_timeout` too (see records/lock-wait.ts); one that timeout
+   * cancelled all the same (a busy server spent the margin, or a claim
+   * waited on the row twice) waited on the owner as well: these statements
+   * carry no outcome, and nothing else in them takes time. Not so the
+   * record sent with COMMIT, whose cancellation stays an error.
+   */
   private inProgressOnLockTimeout<T>(steps: FlowSteps, terms: OneTransactionTerms, statement: Promise<T>): Promise<T> {
     return statement.catch((error: unknown) => {
-      if (!isLockTimeout(error)) throw error;
+      if (!isLockTimeout(error) && !isStatementCancelled(error)) throw error;
       steps.collided = true;
       throw terms.inProgress();
     });

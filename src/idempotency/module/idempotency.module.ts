@@ -16,6 +16,8 @@ import { IdempotencyReaper } from '../reaper/idempotency.reaper.js';
 import { NamedStatementsProbe } from '../driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check.js';
+import { SessionTimeoutsCheck } from './session-timeouts.check.js';
+import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
 import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
@@ -62,6 +64,8 @@ import { TransactionHost } from '../transactions/transaction-host.js';
     GraphqlMutationFlow,
     IdempotencySchemaCheck,
     IdempotencyCompatibilityCheck,
+    IdleSessionTimeout,
+    SessionTimeoutsCheck,
     NamedStatementsProbe,
     IdempotentMessageHandlers,
     LeaseStore,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { hashKey } from '../events/idempotency-events.js';
 import type { ModuleTables } from './module-tables.js';
+import { lockWaitOf } from './lock-wait.js';
 import type { EncodedOutcome, RecordId, RecordRow, ResumeInfo } from './stored-record.js';
 
 /**
@@ -80,9 +81,10 @@ export interface FoundLiveRow extends LiveRecordRow {
  * finished one (an expired phased claim is the completer's to resolve). A
  * concurrent owner's uncommitted row makes it wait, up to `lock_timeout`,
  * then fail with SQLSTATE 55P03. The same statement sets that timeout for
- * its own wait and restores the connection's own afterwards, so the
- * handler's statements run under the timeout they would have without the
- * module, and no statement is added for it.
+ * its own wait (`wait`, or less where the session's `statement_timeout`
+ * would cancel the statement first) and restores the connection's own
+ * afterwards, so the handler's statements run under the timeout they would
+ * have without the module, and no statement is added for it.
  *
  * When the key is held, the claim returns the record, if this statement's
  * snapshot can see it live. A record committed while the claim waited on its
@@ -101,7 +103,7 @@ export class IdempotencyStatements {
   private readonly tryLockText = prepared('idempotency.try-lock', 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, now() AS database_now');
   private readonly waitForLockText = prepared(
     'idempotency.wait-for-lock',
-    `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $2, true) AS applied),
+    `WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$2::int')}, true) AS applied),
                   locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM wait)
              SELECT set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout FROM locked`,
   );
@@ -130,7 +132,7 @@ export class IdempotencyStatements {
   }
 
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
-    return { ...this.claimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`] };
+    return { ...this.claimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs)] };
   }
 
   /**
@@ -145,7 +147,7 @@ export class IdempotencyStatements {
   recordAtCommit(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number, outcome: EncodedOutcome): PreparedStatement {
     return {
       ...this.recordAtCommitText,
-      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, `${Math.max(1, waitMs)}ms`, outcome.status, outcome.headers, outcome.body],
+      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs), outcome.status, outcome.headers, outcome.body],
     };
   }
 
@@ -185,11 +187,13 @@ export class IdempotencyStatements {
   }
 
   /**
-   * Waits for the holder of the key's lock, at most `waitMs` (then SQLSTATE
-   * 55P03), and restores the connection's own `lock_timeout`, as the claim does.
+   * Waits for the holder of the key's lock, at most `waitMs` or what the
+   * session's `statement_timeout` allows (then SQLSTATE 55P03: see
+   * `lockWaitOf`), and restores the connection's own `lock_timeout`, as the
+   * claim does.
    */
   waitForLock(id: RecordId, waitMs: number): PreparedStatement {
-    return { ...this.waitForLockText, values: [lockKeyOf(id), `${Math.max(1, waitMs)}ms`] };
+    return { ...this.waitForLockText, values: [lockKeyOf(id), waitOf(waitMs)] };
   }
 }
 
@@ -201,6 +205,11 @@ export class IdempotencyStatements {
  */
 function lockKeyOf(id: RecordId): string {
   return BigInt.asIntN(64, BigInt(`0x${hashKey(id)}`)).toString();
+}
+
+/** A statement's lock wait as its parameter: whole ms, at least 1. */
+function waitOf(waitMs: number): number {
+  return Math.max(1, Math.ceil(waitMs));
 }
 
 /** What the key-taking statements insert: an in-progress claim, or a completed record with its outcome. */
@@ -215,7 +224,8 @@ interface TakenKey {
 
 /**
  * The text of `claim` and `recordAtCommit` on the table `records`: $1–$3 the
- * id, $4 the fingerprint, $5 the retention in ms, $6 the lock wait.
+ * id, $4 the fingerprint, $5 the retention in ms, $6 the lock wait in ms
+ * (bounded by the session's `statement_timeout`: see `lockWaitOf`).
  *
  * `wait` reads the connection's lock_timeout before setting the statement's
  * (left to right); the final projection restores it, and runs only once
@@ -228,7 +238,7 @@ function takeKeyText(records: string, { status, outcome: [responseStatus, respon
   // A statement that fails when the key is held answers only for a key it took: the holder's columns would be null.
   const answered = failWhenHeld ? 'found.took_over, found.expires_at' : 'found.*';
   return `WITH wait AS MATERIALIZED (
-            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $6, true) AS applied),
+            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$6::int')}, true) AS applied),
           claim AS (
             INSERT INTO ${records} AS r
                    (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)

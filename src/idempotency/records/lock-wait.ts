@@ -1,0 +1,27 @@
+/**
+ * What a short `statement_timeout` keeps back from a lock wait, in ms, for
+ * the statement's own work around it (well under a millisecond on an idle
+ * server): 50 ms, or a quarter of a timeout shorter than 200 ms.
+ */
+const MARGIN_MS = 50;
+
+/**
+ * SQL for the `lock_timeout` a module statement sets for its wait on a key's
+ * owner: `waitMs` (SQL for a whole number of ms, e.g. `$6::int`), or, where
+ * the session's `statement_timeout` is shorter, that timeout less a margin.
+ * The wait then runs out as a lock timeout (SQLSTATE 55P03, which the flow
+ * answers 409 with Retry-After) before `statement_timeout` cancels the
+ * statement (57014, a 500): a duplicate waits as long as the app's own
+ * timeout lets it, and no longer. At least 1 ms, since 0 would turn the
+ * timeout off.
+ *
+ * `statement_timeout` reads back in its own units ('0', '300ms', '5s',
+ * '1min'), each a valid interval. Its clock started with the statement, so
+ * it cannot be raised from inside it. Off (the usual case), nothing is
+ * parsed: the subquery runs only when referenced.
+ */
+export function lockWaitOf(waitMs: string): string {
+  return `(CASE current_setting('statement_timeout') WHEN '0' THEN ${waitMs}
+            ELSE (SELECT greatest(1, floor(least(${waitMs}, greatest(ms * 0.75, ms - ${MARGIN_MS}))))::int
+                    FROM (SELECT date_part('epoch', current_setting('statement_timeout')::interval) * 1000 AS ms) AS statement_timeout) END)::text || 'ms'`;
+}
