@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * The suites about the transaction join and the TypeORM internals the module
  * relies on, which run a second time on TypeORM 0.3 (the `typeorm-0.3`
- * devDependency, npm's alias of the latest 0.3).
+ * devDependency, npm's alias of the latest 0.3). test/faithful-transaction/
+ * tests the join through the package's ES build.
  */
 const TYPEORM_JOIN_SUITES = [
   'src/idempotency/transactions/transaction-join.spec.ts',
@@ -13,6 +14,7 @@ const TYPEORM_JOIN_SUITES = [
   'test/user-code.e2e-spec.ts',
   'test/named-data-source.e2e-spec.ts',
   'test/compatibility.e2e-spec.ts',
+  'test/faithful-transaction/*.e2e-spec.ts',
 ];
 
 /**
@@ -53,7 +55,11 @@ export default defineConfig({
           name: 'typeorm-0.3',
           include: TYPEORM_JOIN_SUITES,
           setupFiles: ['test/support/typeorm-0.3.setup.ts'],
-          server: { deps: { inline: ['@nestjs/typeorm'] } },
+          // The package's ES build too, which only the suites that test the build load (test/faithful-transaction/):
+          // loaded natively it would import TypeORM 1, and the app's DataSource would be a class it does not know.
+          // Inline wins over the shared `external` above; test/support/faithful-app.ts checks that the build and
+          // the suite share one TypeORM.
+          server: { deps: { inline: ['@nestjs/typeorm', /\/dist\/lib\/esm\//] } },
         },
       },
     ],

@@ -141,6 +141,8 @@ export class PgClientDriver implements TransactionDriver {
     await this.query('ROLLBACK').catch(() => undefined);
   }
 
+  readonly firesTypeOrmEvents = false;
+
   get pipelined(): boolean {
     return Boolean(this.client.pipeline);
   }

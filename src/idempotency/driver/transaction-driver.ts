@@ -48,6 +48,8 @@ export interface TransactionDriver {
   rollback(): Promise<void>;
   /** Whether statements sent one after another go out without waiting for each other's answers. */
   readonly pipelined: boolean;
+  /** Whether TypeORM sees BEGIN, COMMIT and ROLLBACK, and so fires its transaction events for them itself. */
+  readonly firesTypeOrmEvents: boolean;
   /** Whether the server ended the connection's session for idling in the transaction; undefined where the driver cannot tell. */
   readonly endedByIdleTimeout: boolean | undefined;
   /**

@@ -14,6 +14,7 @@ import { settleInTurn, type StatementResult, throwFirstFailure, type Transaction
  */
 export class TypeOrmDriver implements TransactionDriver {
   readonly pipelined = false;
+  readonly firesTypeOrmEvents = true;
   /** TypeORM's API does not say why a connection was lost. */
   readonly endedByIdleTimeout = undefined;
 

@@ -3,6 +3,7 @@ import type { QueryRunner } from 'typeorm';
 import { type PgClient, PgClientDriver } from '../driver/pg-client.driver.js';
 import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from '../driver/transaction-driver.js';
 import { TypeOrmDriver } from '../driver/typeorm.driver.js';
+import type { TransactionHooks } from '../transactions/request-transaction.js';
 import type { ClaimDriverName, IsolationLevel } from '../options/idempotency.options.js';
 import type { PreparedStatement } from '../records/record.statements.js';
 
@@ -26,6 +27,8 @@ let warnedFallback = false;
  */
 export class ClaimTransaction {
   private isOpen = false;
+  /** Set by the request's transaction once the handler joins it; unset where the driver is TypeORM's, which fires the events itself. */
+  private hooks?: TransactionHooks;
 
   private constructor(private readonly driver: TransactionDriver) {}
 
@@ -72,8 +75,16 @@ export class ClaimTransaction {
 
   /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
   async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
+    if (this.hooks) await this.hooks.beforeCommit();
     this.isOpen = false;
-    return this.driver.commit<Row>(statement);
+    const committed = await this.driver.commit<Row>(statement);
+    if (this.hooks) await this.hooks.afterCommit().catch((error: unknown) => hookFailed('afterTransactionCommit', error));
+    return committed;
+  }
+
+  /** Fires `hooks` at the real COMMIT and ROLLBACK, where TypeORM does not see them (the pg driver). */
+  hookInto(hooks: TransactionHooks): void {
+    if (!this.driver.firesTypeOrmEvents) this.hooks = hooks;
   }
 
   /** Open until COMMIT or ROLLBACK is sent. */
@@ -97,9 +108,16 @@ export class ClaimTransaction {
   /** Rolls back if still open; a broken connection is left for the pool to discard. */
   async rollback(): Promise<void> {
     if (!this.isOpen) return;
+    if (this.hooks) await this.hooks.beforeRollback().catch((error: unknown) => hookFailed('beforeTransactionRollback', error));
     this.isOpen = false;
     await this.driver.rollback();
+    if (this.hooks) await this.hooks.afterRollback().catch((error: unknown) => hookFailed('afterTransactionRollback', error));
   }
+}
+
+/** A subscriber's failure once the transaction has ended: logged, since what it ended stays ended. */
+function hookFailed(hook: string, error: unknown): void {
+  new Logger('Idempotency').error(`A TypeORM subscriber's ${hook} failed after the request's transaction ended: ${(error as Error)?.stack ?? String(error)}`);
 }
 
 /** The results of statements that all succeeded; else throws the first failure. */

@@ -13,6 +13,19 @@ export interface RequestTransactionTerms {
   deferredConstraints: readonly string[];
 }
 
+/**
+ * What happens at the transaction's real COMMIT and ROLLBACK besides them:
+ * TypeORM's transaction events, which TypeORM does not fire where it never
+ * sees those statements. A hook failing after COMMIT or ROLLBACK does not
+ * undo them.
+ */
+export interface TransactionHooks {
+  beforeCommit(): Promise<void>;
+  afterCommit(): Promise<void>;
+  beforeRollback(): Promise<void>;
+  afterRollback(): Promise<void>;
+}
+
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
 export interface SavepointChannel {
   /** Whether statements sent one after another go out without waiting for each other's answers. */
@@ -21,7 +34,14 @@ export interface SavepointChannel {
   enqueue(sql: string): Promise<unknown>;
   /** Whether the transaction is still open: false from the moment COMMIT or ROLLBACK is sent. */
   readonly open: boolean;
+  /** Fires `hooks` at the real COMMIT and ROLLBACK, where TypeORM does not. */
+  hookInto(hooks: TransactionHooks): void;
 }
+
+/** TypeORM's events for the end of a transaction; a savepoint's RELEASE fires the first two too. */
+const COMMIT_EVENTS = new Set(['BeforeTransactionCommit', 'AfterTransactionCommit']);
+
+type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
 
 /** The EntityManager methods that would run in a transaction of their own outside one: without the module, each is atomic. */
 export const ATOMIC_METHODS = ['save', 'remove', 'softRemove', 'recover', 'transaction'] as const;
@@ -62,7 +82,7 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  * Inside a unit (a `transaction()` callback, what a `save()` runs) the
  * statements run as TypeORM sends them, as in any transaction.
  */
-export class RequestTransaction {
+export class RequestTransaction implements TransactionHooks {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
   /** A unit ran: its savepoint is released before the next one is taken. */
@@ -80,9 +100,25 @@ export class RequestTransaction {
     this.scoped = new CommitScopedState(isolation, deferredConstraints);
   }
 
-  /** Wraps `runner` (its `query()`, and its manager's atomic methods) for the handler's code. */
+  /**
+   * Wraps `runner` (its `query()`, its manager's atomic methods, its
+   * transaction events) for the handler's code.
+   *
+   * TypeORM announces a commit when a nested transaction releases its
+   * savepoint; inside the request that is no commit at all, so those events
+   * are held back, and fired once, at the request's real COMMIT. A nested
+   * transaction's rollback to its savepoint is a real rollback of its work,
+   * and fires as TypeORM fires it; the request's ROLLBACK fires once more.
+   */
   static install(runner: QueryRunner, channel: SavepointChannel, terms: RequestTransactionTerms): RequestTransaction {
     const transaction = new RequestTransaction(runner, channel, terms);
+    const broadcaster = runner.broadcaster as unknown as { broadcast: Broadcast };
+    const broadcast = broadcaster.broadcast.bind(broadcaster);
+    transaction.broadcast = broadcast;
+    // TypeORM checks the depth after releasing: 2 or more before the RELEASE, 1 or more after it, is a savepoint's.
+    broadcaster.broadcast = (event, ...args) =>
+      COMMIT_EVENTS.has(event) && (runner as unknown as { transactionDepth: number }).transactionDepth >= (event === 'BeforeTransactionCommit' ? 2 : 1) ? Promise.resolve() : broadcast(event, ...args);
+    channel.hookInto(transaction);
     runner.query = ((...args: unknown[]) =>
       units.getStore() === transaction.ownScope ? transaction.send(args) : transaction.unit(() => transaction.statement(args))) as QueryRunner['query'];
     const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
@@ -101,6 +137,36 @@ export class RequestTransaction {
 
   /** Where the module's own statements run (the claim, COMMIT, through TypeORM's API): sent as they are, open or not. */
   private readonly ownScope = {};
+  /** TypeORM's own broadcast of the runner's events. */
+  private broadcast?: Broadcast;
+
+  beforeCommit(): Promise<void> {
+    return this.fire('BeforeTransactionCommit', this);
+  }
+
+  /** After COMMIT, what the hook writes runs on the connection on its own (autocommit), as after the app's own COMMIT. */
+  afterCommit(): Promise<void> {
+    return this.fire('AfterTransactionCommit', this.ownScope);
+  }
+
+  beforeRollback(): Promise<void> {
+    return this.fire('BeforeTransactionRollback', this);
+  }
+
+  afterRollback(): Promise<void> {
+    return this.fire('AfterTransactionRollback', this.ownScope);
+  }
+
+  /**
+   * Fires a transaction event for the request's own end, once, where the
+   * handler ran something in it: before the end, what a hook writes goes
+   * into the transaction, as it would into the app's own.
+   */
+  private async fire(event: string, scope: object): Promise<void> {
+    if (!this.taken || !this.broadcast || subscribersOf(this.runner) === 0) return;
+    const broadcast = this.broadcast;
+    await units.run(scope, () => broadcast(event));
+  }
 
   /** One statement of the handler's: looked at for state a COMMIT would end, then sent. */
   private statement(args: unknown[]): Promise<unknown> {
@@ -189,7 +255,8 @@ export class RequestTransaction {
    * as part of the unit the caller already runs in.
    */
   unit<T>(work: () => Promise<T>): Promise<T> {
-    if (units.getStore() === this) return work();
+    const scope = units.getStore();
+    if (scope === this || scope === this.ownScope) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
     // Most units find no other in flight: they start now, without waiting a turn.
     const idle = this.running++ === 0;
@@ -225,6 +292,12 @@ export class RequestTransaction {
       throw error;
     }
   }
+}
+
+/** The number of TypeORM subscribers of the runner's DataSource (`dataSource` in 1.x, `connection` in 0.3). */
+function subscribersOf(runner: QueryRunner): number {
+  const source = (runner as unknown as { dataSource?: { subscribers: unknown[] } }).dataSource ?? runner.connection;
+  return source.subscribers.length;
 }
 
 /**

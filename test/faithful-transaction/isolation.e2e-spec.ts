@@ -1,0 +1,192 @@
+import { ConflictException } from '@nestjs/common';
+import { countRows, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, type HandlerContext, meet, ON_TYPEORM_1, type PairedRoute, resetDatabaseDefault, send, setDatabaseDefault, startFaithfulApp, type Twin, TWINS, uniqueLabel } from '../support/faithful-app.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+
+/**
+ * Takes a doctor of a ward off call if two are on call: a check, then a
+ * write, in a transaction of the handler's own. At SERIALIZABLE two such
+ * transactions that each took a different doctor off cannot both commit; at
+ * READ COMMITTED they can, and the ward is left with none.
+ */
+async function takeOffCall({ dataSource }: HandlerContext, { ward, doctor }: { ward: string; doctor: string }) {
+  return dataSource.transaction(async (manager) => {
+    const [{ n }] = await manager.query(`SELECT count(*)::int AS n FROM doctors WHERE ward = $1 AND on_call`, [ward]);
+    if (n < 2) throw new ConflictException('the last doctor on call stays on call');
+    // Both requests have read the count before either writes, however the machine schedules them.
+    await meet(`ward:${ward}`, 2, 500);
+    await manager.query(`UPDATE doctors SET on_call = false WHERE ward = $1 AND name = $2`, [ward, doctor]);
+    return { ward, doctor };
+  });
+}
+
+/**
+ * Moves `amount` between two accounts with two statements and no
+ * transaction of the handler's own: without the module each autocommits
+ * and releases its row lock at once.
+ */
+async function transfer({ dataSource }: HandlerContext, { from, to, amount, run }: { from: string; to: string; amount: number; run: string }) {
+  await dataSource.query(`UPDATE accounts SET balance = balance - $2 WHERE name = $1`, [from, amount]);
+  // The two transfers each hold their first row before either asks for the other's (a retry alone goes on after 300 ms).
+  await meet(`transfer:${run}`, 2, 300);
+  await dataSource.query(`UPDATE accounts SET balance = balance + $2 WHERE name = $1`, [to, amount]);
+  return { from, to, amount };
+}
+
+const ROUTES: PairedRoute[] = [
+  { path: 'doctors', handle: takeOffCall },
+  {
+    path: 'set-transaction',
+    handle: ({ dataSource }, { label }: { label: string }) =>
+      dataSource.transaction(async (manager) => {
+        await manager.query(`SET TRANSACTION ISOLATION LEVEL SERIALIZABLE`);
+        await manager.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [label]);
+        return { label };
+      }),
+  },
+  {
+    path: 'serializable-route',
+    idempotent: { isolation: 'SERIALIZABLE' },
+    handle: async ({ dataSource }) => (await dataSource.query(`SHOW transaction_isolation`))[0],
+  },
+  {
+    path: 'serializable-unit',
+    handle: async ({ dataSource }, { label }: { label: string }) => {
+      try {
+        await dataSource.transaction('SERIALIZABLE', (manager) => manager.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [label]));
+        return { ran: true };
+      } catch (error) {
+        return { refused: (error as Error).message };
+      }
+    },
+  },
+  { path: 'transfer', handle: transfer },
+];
+
+/**
+ * Item 1 of issue 33 ("the app's isolation level is silently lowered") and
+ * item 5 ("deadlocks and serialization failures answer a plain 500"): the
+ * request's transaction runs at the isolation level the handler's own
+ * transactions would get, and the failures PostgreSQL gives a longer
+ * transaction are answered as retryable. Each route runs twice, with
+ * `@Idempotent()` and without, through the packed ES build.
+ */
+describe('the isolation level and the retryable failures of the request’s transaction', () => {
+  let db: TestDatabase;
+  /** On the database's defaults (READ COMMITTED). */
+  let app: FaithfulApp;
+  const onCall = async (ward: string) => countRows(db, 'doctors', 'ward = $1 AND on_call', [ward]);
+  const seedWard = async (ward: string) => db.query(`INSERT INTO doctors (ward, name, on_call) VALUES ($1, 'alice', true), ($1, 'bob', true)`, [ward]);
+  /** Two requests with different keys, each taking another doctor of the ward off call. */
+  const bothOffCall = async (target: FaithfulApp, twin: Twin) => {
+    const ward = uniqueLabel(`ward-${twin}`);
+    await seedWard(ward);
+    const answers = await Promise.all(['alice', 'bob'].map((doctor) => send(target, 'doctors', twin, { ward, doctor })));
+    return { answers, onCall: await onCall(ward) };
+  };
+  /** What must hold with the module: one doctor stays on call, and the request that lost answers 503 with `Retry-After`. */
+  const expectRetryableLoser = ({ answers, onCall }: Awaited<ReturnType<typeof bothOffCall>>) => {
+    expect(onCall).toBeGreaterThanOrEqual(1);
+    expect(answers.map((answer) => answer.status).sort()).toEqual([201, 503]);
+    expect(answers.find((answer) => answer.status === 503)?.headers['retry-after']).toMatch(/^\d+$/);
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(`${FAITHFUL_ROWS_SCHEMA};
+      CREATE TABLE doctors (ward text NOT NULL, name text NOT NULL, on_call boolean NOT NULL, PRIMARY KEY (ward, name));
+      CREATE TABLE accounts (name text PRIMARY KEY, balance int NOT NULL)`);
+    // Found in a tenth of the default second: the deadlock case waits for the detection.
+    await setDatabaseDefault(db, 'deadlock_timeout', `'100ms'`);
+    app = await startFaithfulApp({ db, routes: ROUTES });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  describe('the isolation level the app chose', () => {
+    it('runs a route with @Idempotent({ isolation: SERIALIZABLE }) at SERIALIZABLE on a READ COMMITTED database', async () => {
+      const [withModule, without] = await Promise.all(TWINS.map((twin) => send(app, 'serializable-route', twin)));
+      expect(without.body).toEqual({ transaction_isolation: 'read committed' });
+      expect([withModule.status, withModule.body]).toEqual([201, { transaction_isolation: 'serializable' }]);
+    });
+
+    it('refuses transaction(SERIALIZABLE) in a READ COMMITTED route with an error that names the route option isolation', async () => {
+      const label = uniqueLabel('serializable-unit');
+      const [withModule, without] = await Promise.all(TWINS.map((twin) => send(app, 'serializable-unit', twin, { label: `${label}-${twin}` })));
+      expect(without.body).toEqual({ ran: true });
+      // The option's name, as in `@Idempotent({ isolation: 'SERIALIZABLE' })`: not only the words "isolation level".
+      expect(withModule.body.refused).toMatch(/\bisolation\b(?! level)/);
+    });
+
+    it('keeps the invariant of a DataSource with isolationLevel SERIALIZABLE: the loser of two concurrent requests answers 503 with Retry-After', async (context) => {
+      context.skip(!ON_TYPEORM_1, 'TypeORM 0.3 has no isolationLevel option on a DataSource');
+      const serializable = await startFaithfulApp({ db, routes: ROUTES, dataSource: { isolationLevel: 'SERIALIZABLE' } });
+      try {
+        // Without the module the handler's transaction() runs at the DataSource's level: one of the two fails.
+        expect((await bothOffCall(serializable, 'without')).onCall).toBe(1);
+        expectRetryableLoser(await bothOffCall(serializable, 'with'));
+      } finally {
+        await serializable.close();
+      }
+    });
+
+    describe('on a database whose default_transaction_isolation is serializable', () => {
+      let serializable: FaithfulApp;
+      beforeAll(async () => {
+        await setDatabaseDefault(db, 'default_transaction_isolation', `'serializable'`);
+        serializable = await startFaithfulApp({ db, routes: ROUTES });
+      });
+      afterAll(async () => {
+        await serializable?.close();
+        await resetDatabaseDefault(db, 'default_transaction_isolation');
+      });
+
+      it('keeps a check-then-write invariant: the loser of two concurrent requests answers 503 with Retry-After', async () => {
+        expect((await bothOffCall(serializable, 'without')).onCall).toBe(1);
+        expectRetryableLoser(await bothOffCall(serializable, 'with'));
+      });
+
+      it('lets a transaction() callback open with SET TRANSACTION ISOLATION LEVEL SERIALIZABLE, as without the module', async () => {
+        const label = uniqueLabel('set-transaction');
+        const [withModule, without] = await Promise.all(TWINS.map((twin) => send(serializable, 'set-transaction', twin, { label: `${label}-${twin}` })));
+        expect(without.status).toBe(201);
+        expect(withModule.status).toBe(201);
+        expect(await countRows(db, 'faithful_rows', 'label = $1', [`${label}-with`])).toBe(1);
+      });
+    });
+  });
+
+  describe('deadlocks and serialization failures are retryable', () => {
+    it('answers a deadlocked transfer 503 with Retry-After, runs its retry with the same key, and the balances add up', async () => {
+      for (const twin of TWINS) {
+        const run = uniqueLabel(`transfer-${twin}`);
+        const [a, b] = [`${run}:a`, `${run}:b`];
+        await db.query(`INSERT INTO accounts (name, balance) VALUES ($1, 100), ($2, 100)`, [a, b]);
+        const keys = [`${run}:ab`, `${run}:ba`];
+        const bodies = [
+          { from: a, to: b, amount: 10, run },
+          { from: b, to: a, amount: 10, run },
+        ];
+        const answers = await Promise.all(bodies.map((body, i) => send(app, 'transfer', twin, body, { key: keys[i] })));
+        if (twin === 'without') {
+          // Each statement autocommits: no lock outlives it, and both transfers go through.
+          expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+        } else {
+          for (const answer of answers) {
+            expect(answer.status === 201 || answer.status === 503, `answered ${answer.status}: ${answer.text}`).toBe(true);
+            if (answer.status === 503) expect(answer.headers['retry-after']).toMatch(/^\d+$/);
+          }
+          for (const [i, answer] of answers.entries()) {
+            if (answer.status === 503) expect((await send(app, 'transfer', twin, bodies[i], { key: keys[i] })).status).toBe(201);
+          }
+        }
+        const balances = await db.query<{ name: string; balance: number }>(`SELECT name, balance FROM accounts WHERE name IN ($1, $2) ORDER BY name`, [a, b]);
+        expect(balances).toEqual([
+          { name: a, balance: 100 },
+          { name: b, balance: 100 },
+        ]);
+      }
+    });
+  });
+});
