@@ -15,5 +15,10 @@ export declare class CreatePaymentDto { amountCents: number }
 export declare class PaymentView { id: string; orderId: string }
 export declare class PaymentsService { recordPending(input: NewPayment): Promise<{ id: string }>; capture(id: string, chargeId: string): Promise<PaymentView> }
 export declare class PaymentProviderClient { charge(request: { amountCents: number; reference: string }, key: string, signal: AbortSignal): Promise<{ id: string }> }
+export declare class OrderLine { orderId: string }
+export declare class ShiftsService { takeOffCall(id: string): Promise<unknown> }
+export declare class MailQueue { flush(): Promise<void> }
+export declare class Invoice { id: string; amountCents: number }
+export declare class AuditEntry { action: string }
 export declare function Tenant(): ParameterDecorator;
 export type { PhasedOperationShape };
