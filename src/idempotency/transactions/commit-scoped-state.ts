@@ -11,8 +11,9 @@ export type OwnQuery = (sql: string, parameters?: unknown[]) => Promise<Array<Re
  */
 const MAY_SCOPE = /(?:^|;)\s*SET\s+(?:LOCAL|CONSTRAINTS|TRANSACTION)\b|set_config\s*\(|\bON\s+COMMIT\s+(?:DROP|DELETE)\b/i;
 const SET_LOCAL = /(?:^|;)\s*SET\s+LOCAL\s+(?:(ROLE|SESSION\s+AUTHORIZATION|TIME\s+ZONE)\b|"?([A-Za-z_][\w.$]*)"?)/gi;
-const SET_CONFIG = /set_config\s*\(\s*(?:'((?:[^']|'')+)'|\$(\d+))\s*(?:::\s*text\s*)?,\s*(?:'(?:[^']|'')*'|\$\d+|[^,()']*)(?:::\s*\w+\s*)?,\s*(true|false|\$\d+)/gi;
-const SET_CONFIG_ANY = /set_config\s*\(/gi;
+const SET_CONFIG = /set_config\s*\(/gi;
+/** A literal or a parameter, maybe cast: what set_config()'s name and scope must be for the module to read them. */
+const LITERAL_OR_PARAMETER = /^(?:'((?:[^']|'')*)'|\$(\d+))(?:\s*::\s*\w+)?$/;
 const SET_CONSTRAINTS = /(?:^|;)\s*SET\s+CONSTRAINTS\b/i;
 const SET_ISOLATION = /^\s*SET\s+TRANSACTION\s+ISOLATION\s+LEVEL\s+(READ\s+UNCOMMITTED|READ\s+COMMITTED|REPEATABLE\s+READ|SERIALIZABLE)\s*;?\s*$/i;
 const TEMP_TABLE = /CREATE\s+(?:GLOBAL\s+|LOCAL\s+)?TEMP(?:ORARY)?\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?("(?:[^"]|"")+"|[A-Za-z_][\w$]*)[^;]*?\bON\s+COMMIT\s+(DROP|DELETE\s+ROWS)/gi;
@@ -153,18 +154,53 @@ export class CommitScopedState {
 function settingNamesOf(sql: string, parameters: unknown[] | undefined): string[] {
   const names: string[] = [];
   for (const [, keyword, name] of sql.matchAll(SET_LOCAL)) names.push(keyword ? KEYWORD_SETTINGS[keyword.toUpperCase().replace(/\s+/g, ' ')] : name.toLowerCase());
-  const calls = sql.match(SET_CONFIG_ANY)?.length ?? 0;
-  const read = [...sql.matchAll(SET_CONFIG)];
-  if (read.length < calls) {
-    throw new Error(`set_config() with a name or scope the statement does not spell out (a literal or a parameter): the module cannot end it with the app's transaction (${sql.slice(0, 120)}).`);
-  }
-  for (const [, literal, parameter, local] of read) {
-    const isLocal = local.startsWith('$') ? parameters?.[Number(local.slice(1)) - 1] === true : local.toLowerCase() === 'true';
-    if (!isLocal) continue;
-    const name = literal !== undefined ? literal.replace(/''/g, "'") : parameters?.[Number(parameter) - 1];
-    if (typeof name === 'string') names.push(name.toLowerCase());
+  for (const call of sql.matchAll(SET_CONFIG)) {
+    const [name, , local] = argumentsAt(sql, call.index + call[0].length).map((argument) => valueOf(argument, parameters));
+    if (local === false || local === 'false') continue;
+    if (typeof name !== 'string' || (local !== true && local !== 'true')) {
+      throw new Error(`set_config() with a name or scope the statement does not spell out (a literal or a parameter): the module cannot end it with the app's transaction (${sql.slice(0, 120)}).`);
+    }
+    names.push(name.toLowerCase());
   }
   return names;
+}
+
+/** The top-level arguments of the call whose parenthesis opened just before `from`, as written. */
+function argumentsAt(sql: string, from: number): string[] {
+  const found: string[] = [];
+  let depth = 0;
+  let start = from;
+  for (let at = from; at < sql.length; at++) {
+    const char = sql[at];
+    if (char === "'") at = skipQuoted(sql, at);
+    else if (char === '(') depth++;
+    else if (char === ')' && depth > 0) depth--;
+    else if ((char === ',' && depth === 0) || char === ')') {
+      found.push(sql.slice(start, at).trim());
+      start = at + 1;
+      if (char === ')') break;
+    }
+  }
+  return found;
+}
+
+/** The index of the quote that closes the string opened at `open` ('' is a quote inside it). */
+function skipQuoted(sql: string, open: number): number {
+  let at = open + 1;
+  while (at < sql.length) {
+    if (sql[at] === "'" && sql[at + 1] === "'") at += 2;
+    else if (sql[at] === "'") return at;
+    else at++;
+  }
+  return sql.length;
+}
+
+/** A literal's text or a parameter's value; undefined for an expression the module cannot read. */
+function valueOf(argument: string, parameters: unknown[] | undefined): unknown {
+  const match = LITERAL_OR_PARAMETER.exec(argument) ?? /^(true|false)$/i.exec(argument);
+  if (!match) return undefined;
+  if (match[0].toLowerCase() === 'true' || match[0].toLowerCase() === 'false') return match[0].toLowerCase();
+  return match[1] !== undefined ? match[1].replace(/''/g, "'") : parameters?.[Number(match[2]) - 1];
 }
 
 /** An identifier as written (quoted), or folded to lower case as PostgreSQL folds it. */
