@@ -10,6 +10,7 @@ import { defineConfig } from 'vitest/config';
 const TYPEORM_JOIN_SUITES = [
   'src/idempotency/transactions/transaction-join.spec.ts',
   'src/idempotency/driver/pg-client.contract.spec.ts',
+  'src/idempotency/transactions/libraries/*.contract.spec.ts',
   'test/write-paths.e2e-spec.ts',
   'test/user-code.e2e-spec.ts',
   'test/named-data-source.e2e-spec.ts',

@@ -41,7 +41,8 @@ describe.each(['esm', 'cjs'] as const)('entry points of the %s build load only w
   it('the core loads no optional integration and no test framework', () => {
     const loaded = loadedBy('src/idempotency/index.js');
     expect(loaded).toContain('@nestjs/common');
-    for (const optional of ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nestjs/schedule', '@nats-io/transport-node', '@nats-io/jetstream', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
+    const optionals = ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nestjs/schedule', '@nats-io/transport-node', '@nats-io/jetstream'];
+    for (const optional of [...optionals, 'typeorm-transactional', '@nestjs-cls/transactional', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
   it('the core serves GraphQL mutations without loading a GraphQL package', () => {

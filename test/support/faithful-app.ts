@@ -25,7 +25,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { catchError, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import request from 'supertest';
-import { Column, DataSource, Entity, type EntityTarget, type ObjectLiteral, PrimaryGeneratedColumn, type Repository } from 'typeorm';
+import { Column, DataSource, type DataSourceOptions, Entity, type EntityTarget, type ObjectLiteral, PrimaryGeneratedColumn, type Repository } from 'typeorm';
 import type { TestDatabase } from './test-database.js';
 
 /** The package's public API, typed by its sources. */
@@ -163,6 +163,8 @@ export interface FaithfulAppOptions {
   entities?: Function[];
   /** DataSource options over the suite's (`isolationLevel`, `subscribers`, `extra`). */
   dataSource?: Partial<TypeOrmModuleOptions>;
+  /** Builds the DataSource, as `TypeOrmModule.forRootAsync({ dataSourceFactory })` does (typeorm-transactional's `addTransactionalDataSource()`). */
+  dataSourceFactory?: (options: DataSourceOptions) => Promise<DataSource>;
   /** More modules of the app, e.g. `IdempotencyOutboxModule.forRoot()`. */
   imports?: ModuleMetadata['imports'];
   /** Middleware of the routes' module: runs after Nest's body parser, before the routes' interceptors. */
@@ -183,16 +185,20 @@ export async function startFaithfulApp(options: FaithfulAppOptions): Promise<Fai
     }
   }
 
+  const typeOrmOptions = {
+    type: 'postgres',
+    url: options.db.url,
+    entities: [lib.IdempotencyRecord, ...entities],
+    migrations: lib.idempotencyMigrations,
+    migrationsRun: true,
+    ...options.dataSource,
+  } as TypeOrmModuleOptions;
+  const { dataSourceFactory } = options;
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({
-        type: 'postgres',
-        url: options.db.url,
-        entities: [lib.IdempotencyRecord, ...entities],
-        migrations: lib.idempotencyMigrations,
-        migrationsRun: true,
-        ...options.dataSource,
-      } as TypeOrmModuleOptions),
+      dataSourceFactory
+        ? TypeOrmModule.forRootAsync({ useFactory: () => typeOrmOptions, dataSourceFactory: (dataSourceOptions) => dataSourceFactory(dataSourceOptions!) })
+        : TypeOrmModule.forRoot(typeOrmOptions),
       lib.IdempotencyModule.forRoot(),
       ...(options.imports ?? []),
       FaithfulRoutesModule,

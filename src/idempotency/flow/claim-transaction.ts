@@ -27,7 +27,7 @@ let warnedFallback = false;
  */
 export class ClaimTransaction {
   private isOpen = false;
-  /** Set by the request's transaction once the handler joins it; unset where the driver is TypeORM's, which fires the events itself. */
+  /** Set by the request's transaction once the handler joins it. */
   private hooks?: TransactionHooks;
 
   private constructor(private readonly driver: TransactionDriver) {}
@@ -73,18 +73,32 @@ export class ClaimTransaction {
     return valuesOf(await this.driver.queryTogether<unknown>(statements));
   }
 
-  /** Runs `statement` and COMMIT together and answers its rows; throws, with nothing committed, when the statement fails. */
+  /**
+   * Runs `statement` and COMMIT together and answers its rows; throws, with
+   * nothing committed, when the statement fails: then the hooks hear of a
+   * rollback.
+   */
   async commitWith<Row>(statement: PreparedStatement): Promise<StatementResult<Row>> {
     if (this.hooks) await this.hooks.beforeCommit();
     this.isOpen = false;
-    const committed = await this.driver.commit<Row>(statement);
+    let committed: StatementResult<Row>;
+    try {
+      committed = await this.driver.commit<Row>(statement);
+    } catch (error) {
+      if (this.hooks) await this.hooks.afterRollback(error).catch((failure: unknown) => hookFailed('afterTransactionRollback', failure));
+      throw error;
+    }
     if (this.hooks) await this.hooks.afterCommit().catch((error: unknown) => hookFailed('afterTransactionCommit', error));
     return committed;
   }
 
-  /** Fires `hooks` at the real COMMIT and ROLLBACK, where TypeORM does not see them (the pg driver). */
+  /** Fires `hooks` at the real COMMIT and ROLLBACK. */
   hookInto(hooks: TransactionHooks): void {
-    if (!this.driver.firesTypeOrmEvents) this.hooks = hooks;
+    this.hooks = hooks;
+  }
+
+  get firesTypeOrmEvents(): boolean {
+    return this.driver.firesTypeOrmEvents;
   }
 
   /** Open until COMMIT or ROLLBACK is sent. */
@@ -105,19 +119,22 @@ export class ClaimTransaction {
     return this.driver.enqueue(sql);
   }
 
-  /** Rolls back if still open; a broken connection is left for the pool to discard. */
-  async rollback(): Promise<void> {
+  /**
+   * Rolls back if still open; a broken connection is left for the pool to
+   * discard. `error`: what it rolls back for, which the hooks are given.
+   */
+  async rollback(error?: unknown): Promise<void> {
     if (!this.isOpen) return;
-    if (this.hooks) await this.hooks.beforeRollback().catch((error: unknown) => hookFailed('beforeTransactionRollback', error));
+    if (this.hooks) await this.hooks.beforeRollback().catch((failure: unknown) => hookFailed('beforeTransactionRollback', failure));
     this.isOpen = false;
     await this.driver.rollback();
-    if (this.hooks) await this.hooks.afterRollback().catch((error: unknown) => hookFailed('afterTransactionRollback', error));
+    if (this.hooks) await this.hooks.afterRollback(error).catch((failure: unknown) => hookFailed('afterTransactionRollback', failure));
   }
 }
 
-/** A subscriber's failure once the transaction has ended: logged, since what it ended stays ended. */
+/** A hook's failure once the transaction has ended: logged, since what it ended stays ended. */
 function hookFailed(hook: string, error: unknown): void {
-  new Logger('Idempotency').error(`A TypeORM subscriber's ${hook} failed after the request's transaction ended: ${(error as Error)?.stack ?? String(error)}`);
+  new Logger('Idempotency').error(`A transaction hook (${hook}) failed after the request's transaction ended: ${(error as Error)?.stack ?? String(error)}`);
 }
 
 /** The results of statements that all succeeded; else throws the first failure. */

@@ -19,6 +19,7 @@ import { ReplayLikelihood } from './replay-likelihood.js';
 import { type Abandonment, HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned } from './handler-run.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
 const SAVEPOINT_NAME = 'idempotency_claim';
 /** Claims by record that meet a holder committed after their snapshot, before the request answers 503. */
@@ -78,6 +79,7 @@ export type OneTransactionSettled = Settled & { result?: unknown };
 export class OneTransactionFlow {
   constructor(
     private readonly transactions: TransactionHost,
+    private readonly libraries: TransactionLibraries,
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
     private readonly outcomes: OutcomeCodec,
@@ -108,7 +110,7 @@ export class OneTransactionFlow {
       }
       return ending.settled ? ending : { steps, error: this.idle.explained(ending.error, transaction, steps.timeline.handler?.start) };
     } catch (error) {
-      await transaction?.rollback();
+      await transaction?.rollback(error);
       terms.restoreResponse?.();
       return { steps, error: this.idle.explained(error, transaction, steps.timeline.handler?.start) };
     } finally {
@@ -223,18 +225,19 @@ export class OneTransactionFlow {
       if (running) {
         // The answer needs nothing from the transaction: it leaves now, and the key stays with the handler until it settles.
         held.handedOver = true;
-        this.rollBackOnceSettled(running, transaction, runner);
+        this.rollBackOnceSettled(running, transaction, runner, error);
         return { steps, error };
       }
-      await transaction.rollback();
+      await transaction.rollback(error);
       if (expiresAt) return { steps, error };
       const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
       if ('settled' in ending) terms.restoreResponse?.();
       return { steps, ...ending };
     }
     if (terms.abandonment?.isAbandoned) {
-      await transaction.rollback();
-      return { steps, error: new HandlerAbandonedError() };
+      const error = new HandlerAbandonedError();
+      await transaction.rollback(error);
+      return { steps, error };
     }
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
@@ -418,8 +421,8 @@ export class OneTransactionFlow {
     const { manager } = runner;
     // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
     const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
-    // next.handle() binds the async context, so it is called inside run().
-    const work = () => this.transactions.run(manager, () => lastValueUnlessAbandoned(next.handle(), terms.abandonment));
+    // next.handle() binds the async context, so it is called inside run(), inside the context of the app's transaction library.
+    const work = () => this.libraries.around(joined, manager, () => this.transactions.run(manager, () => lastValueUnlessAbandoned(next.handle(), terms.abandonment)));
     const { run, result: ended } = HandlerRun.watch(() => CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }));
     let failure: { error: unknown } | undefined;
     let result: unknown;
@@ -439,6 +442,7 @@ export class OneTransactionFlow {
     if (!failure) return { outcome: terms.capture(result), result };
     if (!terms.storesError?.(failure.error)) return { error: failure.error };
     await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
+    await joined.handlerRolledBack(failure.error);
     return { outcome: captureError(failure.error) };
   }
 
@@ -450,10 +454,10 @@ export class OneTransactionFlow {
     return settlement;
   }
 
-  /** Ends a transaction whose answer has left once its handler settles: nothing of it is kept. */
-  private rollBackOnceSettled(running: RunningHandler, transaction: ClaimTransaction, runner: QueryRunner): void {
+  /** Ends a transaction whose answer (`error`) has left once its handler settles: nothing of it is kept. */
+  private rollBackOnceSettled(running: RunningHandler, transaction: ClaimTransaction, runner: QueryRunner, error: unknown): void {
     void this.settled(running)
-      .finally(() => transaction.rollback())
+      .finally(() => transaction.rollback(error))
       .finally(() => runner.release())
       .catch(() => undefined); // a connection that broke meanwhile is the pool's to discard
   }

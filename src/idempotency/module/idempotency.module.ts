@@ -33,6 +33,7 @@ import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { ReplayLikelihood } from '../flow/replay-likelihood.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
 /**
  * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
@@ -48,6 +49,7 @@ import { TransactionHost } from '../transactions/transaction-host.js';
     IdempotencyDataSource,
     IdempotencyTables,
     TransactionHost,
+    TransactionLibraries,
     IdempotencyEvents,
     IdempotencyEventLog,
     {

@@ -225,7 +225,8 @@ export interface IdempotentOptions {
    * request's transaction. Default: the level the app's transactions get,
    * the DataSource's `isolationLevel` (TypeORM 1.x), else the database's
    * `default_transaction_isolation` for the app's connections, read at
-   * startup. At REPEATABLE READ and SERIALIZABLE a claimed-first key is
+   * startup, or @nestjs-cls/transactional's `defaultTxOptions.isolationLevel`
+   * where stricter. At REPEATABLE READ and SERIALIZABLE a claimed-first key is
    * claimed by inserting its record (a second write at commit completes it),
    * and a serialization failure answers 503 with `Retry-After`.
    */

@@ -2,7 +2,7 @@ import { Inject, Injectable, type InjectionToken, type OnModuleInit } from '@nes
 import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import { type IsolationLevel, isolationLevelOf, type ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { type IsolationLevel, isAtLeast, isolationLevelOf, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 
 /**
@@ -32,6 +32,7 @@ export function dataSourceTokenOf(name: string): InjectionToken {
 export class IdempotencyDataSource implements OnModuleInit {
   private resolved?: DataSource;
   private appIsolation: IsolationLevel = 'READ COMMITTED';
+  private libraryIsolation?: IsolationLevel;
   private deferred: readonly string[] = [];
 
   constructor(
@@ -48,10 +49,22 @@ export class IdempotencyDataSource implements OnModuleInit {
    * and so the one an idempotent request's transaction starts at: the
    * DataSource's `isolationLevel` (TypeORM 1.x), else the database's
    * `default_transaction_isolation` for the app's connections (server,
-   * database, role and connection settings), read once at startup.
+   * database, role and connection settings), read once at startup; or the
+   * level a transaction library of the app's starts its own at, where
+   * stricter (see `requireIsolation`).
    */
   get isolation(): IsolationLevel {
-    return this.appIsolation;
+    const library = this.libraryIsolation;
+    return library && !isAtLeast(this.appIsolation, library) ? library : this.appIsolation;
+  }
+
+  /**
+   * Raises `isolation` to `level`, the default level of a transaction
+   * library of the app's on this DataSource (`TransactionLibraries`): its
+   * transactions, joining the request's as savepoints, refuse one below it.
+   */
+  requireIsolation(level: IsolationLevel): void {
+    if (!this.libraryIsolation || isAtLeast(level, this.libraryIsolation)) this.libraryIsolation = level;
   }
 
   /**

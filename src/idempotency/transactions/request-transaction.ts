@@ -16,15 +16,20 @@ export interface RequestTransactionTerms {
 /**
  * What happens at the transaction's real COMMIT and ROLLBACK besides them:
  * TypeORM's transaction events, which TypeORM does not fire where it never
- * sees those statements. A hook failing after COMMIT or ROLLBACK does not
+ * sees those statements, and the hooks of the app's transaction library
+ * (`TransactionLibraries`). A hook failing after COMMIT or ROLLBACK does not
  * undo them.
  */
 export interface TransactionHooks {
   beforeCommit(): Promise<void>;
   afterCommit(): Promise<void>;
   beforeRollback(): Promise<void>;
-  afterRollback(): Promise<void>;
+  /** `error`: what the transaction rolled back for, where the flow knows it (the handler's failure, a failed COMMIT). */
+  afterRollback(error?: unknown): Promise<void>;
 }
+
+/** The end of the request's transaction, as a transaction library of the app's waits for it. */
+export type TransactionEnd = Pick<TransactionHooks, 'afterCommit' | 'afterRollback'>;
 
 /** How the request's statements of its own reach the connection: see `TransactionDriver.enqueue`. */
 export interface SavepointChannel {
@@ -34,7 +39,9 @@ export interface SavepointChannel {
   enqueue(sql: string): Promise<unknown>;
   /** Whether the transaction is still open: false from the moment COMMIT or ROLLBACK is sent. */
   readonly open: boolean;
-  /** Fires `hooks` at the real COMMIT and ROLLBACK, where TypeORM does not. */
+  /** Whether TypeORM sees the real BEGIN, COMMIT and ROLLBACK, and so fires its transaction events for them itself. */
+  readonly firesTypeOrmEvents: boolean;
+  /** Fires `hooks` at the real COMMIT and ROLLBACK. */
   hookInto(hooks: TransactionHooks): void;
 }
 
@@ -139,31 +146,51 @@ export class RequestTransaction implements TransactionHooks {
   private readonly ownScope = {};
   /** TypeORM's own broadcast of the runner's events. */
   private broadcast?: Broadcast;
+  /** Transaction libraries waiting for the end of the handler's transaction; each is told once. */
+  private readonly ends: TransactionEnd[] = [];
+
+  /** Tells `end` how the handler's transaction ended: at the request's COMMIT or ROLLBACK, or where the flow rolled the handler's work back. */
+  hookInto(end: TransactionEnd): void {
+    this.ends.push(end);
+  }
 
   beforeCommit(): Promise<void> {
     return this.fire('BeforeTransactionCommit', this);
   }
 
   /** After COMMIT, what the hook writes runs on the connection on its own (autocommit), as after the app's own COMMIT. */
-  afterCommit(): Promise<void> {
-    return this.fire('AfterTransactionCommit', this.ownScope);
+  async afterCommit(): Promise<void> {
+    await this.fire('AfterTransactionCommit', this.ownScope);
+    await Promise.all(this.ends.splice(0).map((end) => end.afterCommit()));
   }
 
   beforeRollback(): Promise<void> {
     return this.fire('BeforeTransactionRollback', this);
   }
 
-  afterRollback(): Promise<void> {
-    return this.fire('AfterTransactionRollback', this.ownScope);
+  async afterRollback(error?: unknown): Promise<void> {
+    await this.fire('AfterTransactionRollback', this.ownScope);
+    await this.handlerRolledBack(error);
+  }
+
+  /**
+   * The flow rolled the handler's work back to a savepoint taken before it
+   * ran (a failure the route records as its outcome): to the libraries'
+   * hooks that is their transaction's rollback, though the request then
+   * commits its record.
+   */
+  async handlerRolledBack(error: unknown): Promise<void> {
+    await Promise.all(this.ends.splice(0).map((end) => end.afterRollback(error)));
   }
 
   /**
    * Fires a transaction event for the request's own end, once, where the
-   * handler ran something in it: before the end, what a hook writes goes
-   * into the transaction, as it would into the app's own.
+   * handler ran something in it and TypeORM does not fire it itself: before
+   * the end, what a hook writes goes into the transaction, as it would into
+   * the app's own.
    */
   private async fire(event: string, scope: object): Promise<void> {
-    if (!this.taken || !this.broadcast || subscribersOf(this.runner) === 0) return;
+    if (this.channel.firesTypeOrmEvents || !this.taken || !this.broadcast || subscribersOf(this.runner) === 0) return;
     const broadcast = this.broadcast;
     await units.run(scope, () => broadcast(event));
   }

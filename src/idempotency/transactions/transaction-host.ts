@@ -84,7 +84,9 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   /** Makes the served DataSource's repositories and managers join the current transaction (see transaction-join.ts). */
   onModuleInit(): void {
     const dataSource = this.served.dataSource;
-    this.unjoin = joinTransactions(dataSource, () => this.joinable(dataSource));
+    // Read outside any request: typeorm-transactional's `manager` getter answers its current transaction's manager inside one.
+    const defaultManager = dataSource.manager;
+    this.unjoin = joinTransactions(dataSource, () => this.joinable(dataSource, defaultManager));
   }
 
   /** After the HTTP server has closed, so no request in flight loses its join. */
@@ -101,10 +103,10 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * its own after the request has answered. A transaction of the app's own,
    * run with `run()`, is the caller's only while it is open.
    */
-  private joinable(dataSource: DataSource): QueryRunner | undefined {
+  private joinable(dataSource: DataSource, defaultManager: EntityManager): QueryRunner | undefined {
     const manager = this.storage.getStore();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
-    if (!manager || manager === dataSource.manager || dataSourceOf(manager) !== dataSource) return undefined;
+    if (!manager || manager === defaultManager || dataSourceOf(manager) !== dataSource) return undefined;
     const runner = manager.queryRunner;
     if (!runner) return undefined;
     return RequestTransaction.of(runner) || isOpen(runner) || connectionLost(runner) ? runner : undefined;

@@ -101,21 +101,21 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     override(manager, 'queryRunner', { get: () => (buildingRepository ? undefined : current()) }),
     // The caller's runner's own manager: on a request's runner, each of these is a unit of its own (see RequestTransaction).
     ...ATOMIC_METHODS.map((name) =>
-      wrap(manager, name, (method) =>
+      wrapMethod(manager, name, (method) =>
         function (this: EntityManager, ...args: unknown[]) {
           const runner = current();
           return runner ? (runner.manager[name] as Method)(...args) : method.apply(this, args);
         },
       ),
     ),
-    wrap(manager, 'getRepository', unbound),
-    wrap(manager, 'getTreeRepository', unbound),
-    wrap(dataSource, 'query', (query) =>
+    wrapMethod(manager, 'getRepository', unbound),
+    wrapMethod(manager, 'getTreeRepository', unbound),
+    wrapMethod(dataSource, 'query', (query) =>
       function (this: DataSource, sql: string, parameters?: unknown[], queryRunner?: QueryRunner) {
         return query.call(this, sql, parameters, queryRunner ?? current());
       },
     ),
-    wrap(dataSource, 'createQueryBuilder', (createQueryBuilder) =>
+    wrapMethod(dataSource, 'createQueryBuilder', (createQueryBuilder) =>
       // With an alias the QueryRunner is the third argument; without one, the only argument.
       function (this: DataSource, entityOrRunner?: unknown, alias?: string, queryRunner?: QueryRunner) {
         return alias
@@ -127,8 +127,12 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
   return () => undo.reverse().forEach((restore) => restore());
 }
 
-/** Replaces a method by an own property wrapping it. */
-function wrap<T extends object>(target: T, key: keyof T & string, wrapper: (previous: Method) => Method): () => void {
+/**
+ * Replaces a method of one object (own or inherited) by an own property
+ * wrapping it, and returns how to put back what was there: instance
+ * properties only, so other objects of the class stay as they were.
+ */
+export function wrapMethod<T extends object>(target: T, key: keyof T & string, wrapper: (previous: Method) => Method): () => void {
   return override(target, key, { value: wrapper(target[key] as Method), writable: true });
 }
 

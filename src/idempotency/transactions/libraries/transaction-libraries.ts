@@ -1,0 +1,55 @@
+import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
+import type { EntityManager } from 'typeorm';
+import { IdempotencyDataSource } from '../idempotency-data-source.js';
+import type { RequestTransaction } from '../request-transaction.js';
+import { TransactionHost } from '../transaction-host.js';
+import type { LibraryJoin } from './library-join.js';
+import { joinNestjsCls } from './nestjs-cls.js';
+import { joinTypeormTransactional } from './typeorm-transactional.js';
+
+/**
+ * The transaction libraries the app already runs on the served DataSource,
+ * typeorm-transactional and @nestjs-cls/transactional, joined so that the
+ * code written for them keeps what they promise inside an idempotent
+ * request: their REQUIRED joins the request's transaction, REQUIRES_NEW is
+ * a transaction of its own on another connection, and typeorm-transactional's
+ * commit and rollback hooks fire at the request's real COMMIT or ROLLBACK.
+ *
+ * Both are optional: each is loaded, at startup, only where the app uses it
+ * (see `joinTypeormTransactional`, `joinNestjsCls`), and an app with neither
+ * runs its handlers as they are.
+ */
+@Injectable()
+export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown {
+  private joins: LibraryJoin[] = [];
+
+  constructor(
+    private readonly served: IdempotencyDataSource,
+    private readonly host: TransactionHost,
+    private readonly modules: ModulesContainer,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const dataSource = this.served.dataSource;
+    const outside = <T>(work: () => T): T => this.host.outside(work);
+    const joins = await Promise.all([joinTypeormTransactional(dataSource, outside), joinNestjsCls(this.modules, dataSource, outside)]);
+    this.joins = joins.filter((join) => join !== undefined);
+    for (const { isolation } of this.joins) if (isolation) this.served.requireIsolation(isolation);
+  }
+
+  /** Runs the handler's `work` inside the context of each library that has one for the request's `transaction`. */
+  around<T>(transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>): Promise<T> {
+    let run = work;
+    for (const join of this.joins) {
+      const inner = run;
+      if (join.around) run = () => join.around!(transaction, manager, inner);
+    }
+    return run();
+  }
+
+  /** After the HTTP server has closed, with TransactionHost's own join. */
+  onApplicationShutdown(): void {
+    for (const join of this.joins.splice(0)) join.undo();
+  }
+}

@@ -1,0 +1,146 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { EventEmitter } from 'node:events';
+import type { DataSource, EntityManager } from 'typeorm';
+import { IdempotencyConfigurationError } from '../../errors/idempotency.exceptions.js';
+import type { RequestTransaction, TransactionEnd } from '../request-transaction.js';
+import { wrapMethod } from '../transaction-join.js';
+import type { LibraryJoin, Outside } from './library-join.js';
+
+type Library = Pick<typeof import('typeorm-transactional'), 'runInTransaction' | 'getDataSourceByName'>;
+/** Internals read to tell the library's new transactions from the app's own `transaction()` calls: see `joinTypeormTransactional`. */
+type Context = Pick<typeof import('typeorm-transactional/dist/common/index.js'), 'getTransactionalContext' | 'getHookInContext'>;
+
+/** Set on a DataSource by `addTransactionalDataSource()`: the name the library knows it by. */
+export const TRANSACTIONAL_DATA_SOURCE = '@transactional/data-source';
+
+/** An idempotent request whose handler starts inside the library's context. */
+interface Start {
+  readonly manager: EntityManager;
+  /**
+   * `starting` until the library asks for its transaction, which is the
+   * request's (`joined`); `apart` when the handler started inside a
+   * transaction of the library's own, which its REQUIRED joins instead.
+   */
+  state: 'starting' | 'joined' | 'apart';
+  /** The library's hook emitter for the request's transaction. */
+  emitter?: EventEmitter | null;
+}
+
+const starts = new AsyncLocalStorage<Start>();
+
+/**
+ * Joins typeorm-transactional where the app added the served DataSource to
+ * it (`addTransactionalDataSource()`), so that its propagation modes mean
+ * inside an idempotent request what they mean inside a transaction of the
+ * library's own:
+ *
+ * - The handler runs inside `runInTransaction()` (REQUIRED), whose
+ *   `dataSource.transaction()` call is answered with the request's own
+ *   transaction: its `@Transactional` methods with REQUIRED then join it
+ *   inline, and `runOnTransactionCommit()`, `runOnTransactionRollback()`
+ *   and `runOnTransactionComplete()` land on the library's emitter for it.
+ *   That call settles only once the request has committed or rolled back,
+ *   and the library fires those hooks after it settles, so they fire once,
+ *   at the real end: never a commit hook for work that rolled back.
+ * - REQUIRES_NEW and NESTED call `dataSource.transaction()` under a new
+ *   emitter of the library's (its `runInNewHookContext()`); such a call runs
+ *   `outside()` the request, a transaction of its own on another pool
+ *   connection, as without the module (the library's patched `transaction()`
+ *   always opens one). The app's own `dataSource.transaction()` runs under
+ *   the request's emitter and joins it as a savepoint, as before.
+ *
+ * Public API apart, it relies on the library's context (`dist/common`:
+ * `getTransactionalContext()`, `getHookInContext()`) and on the shape of
+ * `wrapInTransaction()`; `typeorm-transactional.contract.spec.ts` pins them.
+ *
+ * @returns undefined where the app does not use the library on `dataSource`.
+ */
+export async function joinTypeormTransactional(dataSource: DataSource, outside: Outside): Promise<LibraryJoin | undefined> {
+  const name = (dataSource as unknown as Record<string, unknown>)[TRANSACTIONAL_DATA_SOURCE];
+  if (typeof name !== 'string') return undefined;
+  const library: Library | undefined = await import('typeorm-transactional').catch(() => undefined);
+  if (!library) {
+    throw new IdempotencyConfigurationError(
+      `IdempotencyModule: the DataSource was added to typeorm-transactional (addTransactionalDataSource()), which nest-idempotency cannot load. ` +
+        `Install typeorm-transactional where nest-idempotency resolves it (a dependency of the app, not of another package).`,
+    );
+  }
+  const context: Context | undefined = await import('typeorm-transactional/dist/common/index.js').catch(() => undefined);
+  if (!context) {
+    throw new IdempotencyConfigurationError(
+      `IdempotencyModule: this typeorm-transactional has no dist/common, which nest-idempotency reads to tell its REQUIRES_NEW from your own transaction() calls. ` +
+        `Install the version nest-idempotency supports (its peerDependencies).`,
+    );
+  }
+  if (library.getDataSourceByName(name) !== dataSource) {
+    throw new IdempotencyConfigurationError(
+      `IdempotencyModule: the DataSource was added to another copy of typeorm-transactional than the one nest-idempotency loads. ` +
+        `Keep one copy in the app (npm ls typeorm-transactional; npm dedupe).`,
+    );
+  }
+  try {
+    context.getTransactionalContext();
+  } catch {
+    return undefined; // initializeTransactionalContext() has not run: none of the library's transactions can start
+  }
+  const emitterNow = (): EventEmitter | null => context.getHookInContext(context.getTransactionalContext());
+  const undo = wrapMethod(dataSource, 'transaction', (transaction) =>
+    function (this: DataSource, ...args: unknown[]) {
+      const start = starts.getStore();
+      if (!start || start.state === 'apart') return transaction.apply(this, args);
+      if (start.state === 'starting') {
+        start.state = 'joined';
+        start.emitter = emitterNow();
+        return inline(args, start.manager);
+      }
+      return emitterNow() === start.emitter ? transaction.apply(this, args) : outside(() => transaction.apply(this, args));
+    },
+  );
+  return {
+    around: <T>(transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>) => runInRequest(library, name, transaction, manager, work),
+    undo,
+  };
+}
+
+/**
+ * Runs the handler's `work` in the library's `runInTransaction()` on the
+ * request's transaction, and answers what the handler answered, while the
+ * library waits for the request's end.
+ */
+function runInRequest<T>(library: Library, connectionName: string, transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>): Promise<T> {
+  const ended = endOf(transaction);
+  const start: Start = { manager, state: 'starting' };
+  return new Promise<T>((resolve, reject) => {
+    const started = starts.run(start, () =>
+      library.runInTransaction(
+        () => {
+          if (start.state === 'starting') start.state = 'apart';
+          const handled = work();
+          handled.then(resolve, reject);
+          return start.state === 'joined' ? handled.then(() => ended, () => ended) : handled;
+        },
+        { connectionName },
+      ),
+    );
+    // A refusal before the handler ran is the request's answer; after, the handler's own answer has gone already.
+    started.catch(reject);
+  });
+}
+
+/** Settles when the handler's transaction ends: resolved at COMMIT, rejected with the failure at ROLLBACK. */
+function endOf(transaction: RequestTransaction): Promise<void> {
+  let end!: TransactionEnd;
+  const ended = new Promise<void>((resolve, reject) => {
+    end = { afterCommit: async () => resolve(), afterRollback: async (error) => reject(error) };
+  });
+  // The library listens only once the handler has settled; a rollback before that is no unhandled rejection.
+  ended.catch(() => undefined);
+  transaction.hookInto(end);
+  return ended;
+}
+
+/** Answers the library's `transaction([isolation,] fn)` with the request's transaction: `fn` runs on its manager, inline. */
+async function inline(args: unknown[], manager: EntityManager): Promise<unknown> {
+  const work = (typeof args[0] === 'function' ? args[0] : args[1]) as (manager: EntityManager) => unknown;
+  return work(manager);
+}
