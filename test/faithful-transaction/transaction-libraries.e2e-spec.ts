@@ -36,6 +36,13 @@ class Ledger {
     runOnTransactionRollback(() => record(label, 'rollback'));
   }
 
+  /** Writes its order, then fails: its own transaction rolls back, whatever its caller does with the error. */
+  @Transactional()
+  async placeThenFail(label: string): Promise<never> {
+    await this.rows.save({ label, step: 'order' });
+    throw new ConflictException('the order fails after its write');
+  }
+
   /** The order fails after its audit: the audit must outlive it. */
   @Transactional()
   async placeAuditedThenFail(label: string): Promise<never> {
@@ -83,6 +90,15 @@ const TYPEORM_TRANSACTIONAL_ROUTES: PairedRoute[] = [
       await context.get(EntityManager).save(FaithfulRow, { label, step: 'injected' });
       await context.dataSource.transaction((manager) => manager.save(FaithfulRow, { label, step: 'transaction' }));
       throw new Error('the request fails after its writes');
+    },
+  },
+  {
+    path: 'tt/caught',
+    handle: async (context, { label }: { label: string }) => {
+      await ledgerOf(context)
+        .placeThenFail(label)
+        .catch(() => undefined);
+      return { label };
     },
   },
   { path: 'tt/audited-then-fail', handle: (context, { label }: { label: string }) => ledgerOf(context).placeAuditedThenFail(label) },
@@ -190,6 +206,12 @@ describe('the app’s transaction library inside an idempotent request', () => {
         expect([await rows(labels[twin], 'audit'), await rows(labels[twin], 'order')], twin).toEqual([1, 0]);
         expect(await eventually(() => fired(labels[twin], 'audit committed').length === 1), `${twin}: the audit’s commit hook fired`).toBe(true);
       }
+    });
+
+    it('rolls back the writes of a REQUIRED method that failed, though the handler caught its error and answered 201, as without the module', async () => {
+      const labels = labelsOf('tt-caught');
+      expect((await bothTwins(app, 'tt/caught', labels)).map((answer) => answer.status)).toEqual([201, 201]);
+      expect([await rows(labels.with, 'order'), await rows(labels.without, 'order')]).toEqual([0, 0]);
     });
 
     it('commits an audit of runInTransaction(…, { propagation: REQUIRES_NEW }) that outlives the request’s failure', async () => {

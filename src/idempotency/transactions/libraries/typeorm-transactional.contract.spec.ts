@@ -59,12 +59,21 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
   let ends: TransactionEnd[];
   /** How many transactions the join ran outside the request. */
   let outsideCalls = 0;
+  /** How many units of the request's transaction the library's calls ran as. */
+  let units = 0;
   const outside: Outside = (work) => {
     outsideCalls++;
     return work();
   };
   /** The request's transaction, as the flow gives it: its end is told through `hookInto`. */
-  const request = () => ({ hookInto: (end: TransactionEnd) => ends.push(end) }) as unknown as RequestTransaction;
+  const request = () =>
+    ({
+      hookInto: (end: TransactionEnd) => ends.push(end),
+      unit: (work: () => Promise<unknown>) => {
+        units++;
+        return work();
+      },
+    }) as unknown as RequestTransaction;
 
   beforeAll(async () => {
     dataSource = addTransactionalDataSource({ name: 'contract', dataSource: new DataSource({ type: 'postgres', url: process.env.DATABASE_URL, extra: { max: 3 } }) });
@@ -75,6 +84,7 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
     hooks.length = 0;
     ends = [];
     outsideCalls = 0;
+    units = 0;
     runner = dataSource.createQueryRunner();
     await runner.startTransaction();
   });
@@ -105,6 +115,12 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
     await nextTurn();
     await nextTurn();
     expect(hooks).toEqual(['commit']);
+  });
+
+  it('enters its context’s run() once per @Transactional() call, where the join makes the call a unit of the request’s transaction', async () => {
+    const service = new Service(dataSource);
+    await join.around!(request(), runner.manager, async () => [await service.required(), await service.required()]);
+    expect(units).toBe(2);
   });
 
   it('fires the rollback hook, with the error, once the request’s end says ROLLBACK', async () => {

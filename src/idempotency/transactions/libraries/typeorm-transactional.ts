@@ -9,6 +9,8 @@ import type { LibraryJoin, Outside } from './library-join.js';
 type Library = Pick<typeof import('typeorm-transactional'), 'runInTransaction' | 'getDataSourceByName'>;
 /** Internals read to tell the library's new transactions from the app's own `transaction()` calls: see `joinTypeormTransactional`. */
 type Context = Pick<typeof import('typeorm-transactional/dist/common/index.js'), 'getTransactionalContext' | 'getHookInContext'>;
+/** The library's context store, as far as its `run()`, which every `@Transactional()` call enters, is used here. */
+type ContextStore = { run<T>(callback: () => T): T };
 
 /** Set on a DataSource by `addTransactionalDataSource()`: the name the library knows it by. */
 export const TRANSACTIONAL_DATA_SOURCE = '@transactional/data-source';
@@ -16,6 +18,7 @@ export const TRANSACTIONAL_DATA_SOURCE = '@transactional/data-source';
 /** An idempotent request whose handler starts inside the library's context. */
 interface Start {
   readonly manager: EntityManager;
+  readonly transaction: RequestTransaction;
   /**
    * `starting` until the library asks for its transaction, which is the
    * request's (`joined`); `apart` when the handler started inside a
@@ -42,6 +45,12 @@ const starts = new AsyncLocalStorage<Start>();
  *   That call settles only once the request has committed or rolled back,
  *   and the library fires those hooks after it settles, so they fire once,
  *   at the real end: never a commit hook for work that rolled back.
+ * - Each `@Transactional()` call inside the request is a unit of the
+ *   request's transaction, behind a savepoint (see `RequestTransaction`):
+ *   a REQUIRED method that throws has its writes rolled back, as its own
+ *   transaction's would be without the module, even where its caller
+ *   catches the error and goes on. Its inner calls join it without one, as
+ *   the library's REQUIRED joins an enclosing transaction.
  * - REQUIRES_NEW and NESTED call `dataSource.transaction()` under a new
  *   emitter of the library's (its `runInNewHookContext()`); such a call runs
  *   `outside()` the request, a transaction of its own on another pool
@@ -50,7 +59,8 @@ const starts = new AsyncLocalStorage<Start>();
  *   the request's emitter and joins it as a savepoint, as before.
  *
  * Public API apart, it relies on the library's context (`dist/common`:
- * `getTransactionalContext()`, `getHookInContext()`) and on the shape of
+ * `getTransactionalContext()`, `getHookInContext()`, the context's `run()`,
+ * which `wrapInTransaction()` enters for each call) and on the shape of
  * `wrapInTransaction()`; `typeorm-transactional.contract.spec.ts` pins them.
  *
  * @returns undefined where the app does not use the library on `dataSource`.
@@ -84,7 +94,15 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
     return undefined; // initializeTransactionalContext() has not run: none of the library's transactions can start
   }
   const emitterNow = (): EventEmitter | null => context.getHookInContext(context.getTransactionalContext());
-  const undo = wrapMethod(dataSource, 'transaction', (transaction) =>
+  const store = context.getTransactionalContext() as unknown as ContextStore;
+  const unwrapRun = wrapMethod(store, 'run', (run) =>
+    function (this: ContextStore, callback: () => unknown) {
+      const start = starts.getStore();
+      if (start?.state !== 'joined') return run.call(this, callback);
+      return run.call(this, () => start.transaction.unit(async () => callback()));
+    },
+  );
+  const unwrapTransaction = wrapMethod(dataSource, 'transaction', (transaction) =>
     function (this: DataSource, ...args: unknown[]) {
       const start = starts.getStore();
       if (!start || start.state === 'apart') return transaction.apply(this, args);
@@ -98,7 +116,10 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
   );
   return {
     around: <T>(transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>) => runInRequest(library, name, transaction, manager, work),
-    undo,
+    undo: () => {
+      unwrapTransaction();
+      unwrapRun();
+    },
   };
 }
 
@@ -109,7 +130,7 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
  */
 function runInRequest<T>(library: Library, connectionName: string, transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>): Promise<T> {
   const ended = endOf(transaction);
-  const start: Start = { manager, state: 'starting' };
+  const start: Start = { manager, transaction, state: 'starting' };
   return new Promise<T>((resolve, reject) => {
     const started = starts.run(start, () =>
       library.runInTransaction(
