@@ -1,66 +1,27 @@
-import { type CallHandler, type HttpException, Inject, Injectable } from '@nestjs/common';
+import { type CallHandler, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
-import { CurrentOperation } from '../transactions/current-operation.js';
 import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled, transactionConflictOf } from '../driver/database-errors.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
-import type { ClaimMode, IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type RecordedAtCommitRow } from '../records/record.statements.js';
 import { type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
-import { captureError } from '../outcome/outcome-capture.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
-import { type FlowEnding, type FlowSteps, type RecordedOutcome, replayable, type Settled } from '../outcome/recorded-outcome.js';
+import { type FlowEnding, type FlowSteps, replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
-import { type Abandonment, HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned } from './handler-run.js';
+import { HandlerAbandonedError } from './handler-run.js';
+import type { OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
+import { type Handled, HANDLER_SAVEPOINT, HandlerInTransaction } from './handler-in-transaction.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
-import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
-const SAVEPOINT_NAME = 'idempotency_claim';
 /** Claims by record that meet a holder committed after their snapshot, before the request answers 503. */
 const MAX_CLAIM_ATTEMPTS = 3;
-const SAVEPOINT = `SAVEPOINT ${SAVEPOINT_NAME}`;
-
-/** What the caller decides about one call of the flow: an HTTP route, a GraphQL field, a message handler. */
-export interface OneTransactionTerms {
-  retention: number;
-  wait: number;
-  /** When the key is claimed; the module's `claim` when absent. */
-  claim?: ClaimMode;
-  /** The transaction's isolation level; the app's (`IdempotencyDataSource.isolation`) when absent. */
-  isolation?: IsolationLevel;
-  /** The outcome to record for the handler's result. */
-  capture(result: unknown): RecordedOutcome;
-  /**
-   * A failure to record as the outcome, its writes undone back to a
-   * savepoint taken before the handler ran. Absent, every failure rolls back.
-   */
-  storesError?(error: unknown): error is HttpException;
-  /** The error for a key still held by an owner in flight. */
-  inProgress(): Error;
-  /** The error for a key recorded for a different request; the module's 422 by default. */
-  reused?(): Error;
-  /**
-   * Puts back the response's status and headers as the handler found them:
-   * claimed at commit, a handler that ran may lose to the winner, and then
-   * nothing it set on the response is sent.
-   */
-  restoreResponse?(): void;
-  /**
-   * Whether the caller gave up on the call (an operator around the route
-   * unsubscribed): the flow then rolls back rather than record an outcome
-   * nobody will be answered with.
-   */
-  abandonment?: Abandonment;
-}
-
-/** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
-export type OneTransactionSettled = Settled & { result?: unknown };
+const SAVEPOINT = `SAVEPOINT ${HANDLER_SAVEPOINT}`;
 
 /**
  * The one-transaction flow: the claim of the key, the handler's writes and
@@ -78,8 +39,7 @@ export type OneTransactionSettled = Settled & { result?: unknown };
 @Injectable()
 export class OneTransactionFlow {
   constructor(
-    private readonly transactions: TransactionHost,
-    private readonly libraries: TransactionLibraries,
+    private readonly handler: HandlerInTransaction,
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
     private readonly outcomes: OutcomeCodec,
@@ -219,13 +179,13 @@ export class OneTransactionFlow {
     claimed: { expiresAt: Date; byRecord: boolean } | undefined,
   ): Promise<FlowEnding<OneTransactionSettled>> {
     const expiresAt = claimed?.expiresAt;
-    const handled = await this.runHandler(transaction, runner, id, terms, next, steps, isolation, expiresAt !== undefined);
+    const handled = await this.handler.run(transaction, runner, id, terms, next, steps, isolation, expiresAt !== undefined);
     if ('error' in handled) {
       const { error, running } = handled;
       if (running) {
         // The answer needs nothing from the transaction: it leaves now, and the key stays with the handler until it settles.
         held.handedOver = true;
-        this.rollBackOnceSettled(running, transaction, runner, error);
+        this.handler.rollBackOnceSettled(running, transaction, runner, error);
         return { steps, error };
       }
       await transaction.rollback(error);
@@ -394,96 +354,11 @@ export class OneTransactionFlow {
     if (!holder || !record?.outcome) throw terms.inProgress();
     return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }
-
-  /**
-   * Runs the handler with the claim's transaction as the current one, and
-   * returns once its own work has settled (see `HandlerRun`), bounded by
-   * `settleTimeout`; from then on its writes are refused. A failure the
-   * terms store undoes the handler's writes only (back to the savepoint) and
-   * becomes the recorded outcome. With `answersEarly` (the key is claimed),
-   * a failure that is not stored returns at once, with the handler still
-   * `running`: the caller ends the transaction once it settles.
-   */
-  private async runHandler(
-    transaction: ClaimTransaction,
-    runner: QueryRunner,
-    id: RecordId,
-    terms: OneTransactionTerms,
-    next: CallHandler,
-    steps: FlowSteps,
-    isolation: IsolationLevel,
-    answersEarly: boolean,
-  ): Promise<Handled | HandlerFailed> {
-    // The caller gave up while the key was claimed: the handler must not start for nobody.
-    if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
-    const started = performance.now();
-    const joined = RequestTransaction.install(runner, transaction, { isolation, deferredConstraints: this.served.deferredConstraints });
-    const { manager } = runner;
-    // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
-    const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
-    // next.handle() binds the async context, so it is called inside run(), inside the context of the app's transaction library.
-    const work = () => this.libraries.around(joined, manager, () => this.transactions.run(manager, () => lastValueUnlessAbandoned(next.handle(), terms.abandonment)));
-    const { run, result: ended } = HandlerRun.watch(() => CurrentOperation.run(id, work, { recordAtCommit: true, transaction: { manager, send } }));
-    let failure: { error: unknown } | undefined;
-    let result: unknown;
-    try {
-      result = await ended;
-    } catch (error) {
-      failure = { error };
-    } finally {
-      steps.handlerMs = performance.now() - started;
-      steps.timeline.handler = { start: started, end: performance.now() };
-    }
-    const running = { run, joined };
-    if (failure && answersEarly && run.isRunning && !terms.storesError?.(failure.error)) return { error: failure.error, running };
-    if ((await this.settled(running)) === 'still-running') failure ??= { error: new HandlerStillRunningError(this.options.settleTimeout) };
-    // Caught or not, a conflict PostgreSQL resolved against this transaction is answered as such, and nothing is recorded.
-    if (joined.conflict !== undefined) return { error: joined.conflict };
-    if (!failure) return { outcome: terms.capture(result), result };
-    if (!terms.storesError?.(failure.error)) return { error: failure.error };
-    await transaction.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT_NAME}`);
-    await joined.handlerRolledBack(failure.error);
-    return { outcome: captureError(failure.error) };
-  }
-
-  /** Waits for the handler to settle, at most `settleTimeout`, then refuses its writes and lets those in flight end. */
-  private async settled({ run, joined }: RunningHandler): Promise<'settled' | 'still-running'> {
-    const settlement = await run.settled(this.options.settleTimeout);
-    joined.shut();
-    await joined.drain();
-    return settlement;
-  }
-
-  /** Ends a transaction whose answer (`error`) has left once its handler settles: nothing of it is kept. */
-  private rollBackOnceSettled(running: RunningHandler, transaction: ClaimTransaction, runner: QueryRunner, error: unknown): void {
-    void this.settled(running)
-      .finally(() => transaction.rollback(error))
-      .finally(() => runner.release())
-      .catch(() => undefined); // a connection that broke meanwhile is the pool's to discard
-  }
 }
 
 /** The flow's hold on its QueryRunner: handed over when the transaction outlives the answer. */
 interface HeldConnection {
   handedOver: boolean;
-}
-
-/** A handler whose Observable ended, and its transaction as it sees it. */
-interface RunningHandler {
-  run: HandlerRun;
-  joined: RequestTransaction;
-}
-
-/** A handler that failed: `running` while its own work has not settled yet. */
-interface HandlerFailed {
-  error: unknown;
-  running?: RunningHandler;
-}
-
-/** What the handler left to record: its outcome, and its own value when it succeeded. */
-interface Handled {
-  outcome: RecordedOutcome;
-  result?: unknown;
 }
 
 /** Settled on the handler's own outcome, as the key-taking statement's row dates it. */

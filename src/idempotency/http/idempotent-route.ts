@@ -5,7 +5,7 @@ import { checkedClaimMode, type ClaimMode, type IdempotentOptions, type Isolatio
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from '../graphql/graphql-call.js';
-import type { OneTransactionTerms } from '../flow/one-transaction.flow.js';
+import type { OneTransactionTerms } from '../flow/one-transaction.terms.js';
 import { captureSuccess } from '../outcome/outcome-capture.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import type { ResponseGuard } from '../outcome/response-guard.js';

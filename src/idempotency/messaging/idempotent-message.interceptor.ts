@@ -6,7 +6,7 @@ import { parseIdempotencyKey } from '../http/idempotency-key.js';
 import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.exceptions.js';
 import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { OneTransactionSettled, OneTransactionTerms } from '../flow/one-transaction.flow.js';
+import type { OneTransactionSettled, OneTransactionTerms } from '../flow/one-transaction.terms.js';
 import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../outcome/recorded-outcome.js';
 import { fingerprintRequest } from '../fingerprint/request-fingerprint.js';
 import { settling } from '../http/settling.js';

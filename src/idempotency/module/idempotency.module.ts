@@ -23,6 +23,7 @@ import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
 import { LeaseStore } from '../phases/lease.store.js';
 import { FastReplay } from '../flow/fast-replay.js';
+import { HandlerInTransaction } from '../flow/handler-in-transaction.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
 import { PhasedFlow } from '../phases/phased-flow.js';
 import { OperationRegistry } from '../phases/operation-registry.js';
@@ -75,6 +76,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     OperationRunner,
     FastReplay,
     OneTransactionFlow,
+    HandlerInTransaction,
     PhasedFlow,
     AbandonedClaimsCompleter,
     IdempotencyReaper,

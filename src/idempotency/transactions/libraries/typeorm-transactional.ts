@@ -9,7 +9,7 @@ import type { LibraryJoin, Outside } from './library-join.js';
 type Library = Pick<typeof import('typeorm-transactional'), 'runInTransaction' | 'getDataSourceByName'>;
 /** Internals read to tell the library's new transactions from the app's own `transaction()` calls: see `joinTypeormTransactional`. */
 type Context = Pick<typeof import('typeorm-transactional/dist/common/index.js'), 'getTransactionalContext' | 'getHookInContext'>;
-/** The library's context store, as far as its `run()`, which every `@Transactional()` call enters, is used here. */
+/** The library's context store, as far as its `run()`, which each call of a method the library decorates enters, is used here. */
 type ContextStore = { run<T>(callback: () => T): T };
 
 /** Set on a DataSource by `addTransactionalDataSource()`: the name the library knows it by. */
@@ -45,7 +45,7 @@ const starts = new AsyncLocalStorage<Start>();
  *   That call settles only once the request has committed or rolled back,
  *   and the library fires those hooks after it settles, so they fire once,
  *   at the real end: never a commit hook for work that rolled back.
- * - Each `@Transactional()` call inside the request is a unit of the
+ * - Each call of a method the library decorates, inside the request, is a unit of the
  *   request's transaction, behind a savepoint (see `RequestTransaction`):
  *   a REQUIRED method that throws has its writes rolled back, as its own
  *   transaction's would be without the module, even where its caller

@@ -1,0 +1,40 @@
+import type { HttpException } from '@nestjs/common';
+import type { ClaimMode, IsolationLevel } from '../options/idempotency.options.js';
+import type { RecordedOutcome, Settled } from '../outcome/recorded-outcome.js';
+import type { Abandonment } from './handler-run.js';
+
+/** What the caller decides about one call of the flow: an HTTP route, a GraphQL field, a message handler. */
+export interface OneTransactionTerms {
+  retention: number;
+  wait: number;
+  /** When the key is claimed; the module's `claim` when absent. */
+  claim?: ClaimMode;
+  /** The transaction's isolation level; the app's (`IdempotencyDataSource.isolation`) when absent. */
+  isolation?: IsolationLevel;
+  /** The outcome to record for the handler's result. */
+  capture(result: unknown): RecordedOutcome;
+  /**
+   * A failure to record as the outcome, its writes undone back to a
+   * savepoint taken before the handler ran. Absent, every failure rolls back.
+   */
+  storesError?(error: unknown): error is HttpException;
+  /** The error for a key still held by an owner in flight. */
+  inProgress(): Error;
+  /** The error for a key recorded for a different request; the module's 422 by default. */
+  reused?(): Error;
+  /**
+   * Puts back the response's status and headers as the handler found them:
+   * claimed at commit, a handler that ran may lose to the winner, and then
+   * nothing it set on the response is sent.
+   */
+  restoreResponse?(): void;
+  /**
+   * Whether the caller gave up on the call (an operator around the route
+   * unsubscribed): the flow then rolls back rather than record an outcome
+   * nobody will be answered with.
+   */
+  abandonment?: Abandonment;
+}
+
+/** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
+export type OneTransactionSettled = Settled & { result?: unknown };
