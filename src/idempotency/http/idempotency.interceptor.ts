@@ -37,7 +37,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() === 'rpc') return this.messages.intercept(context, next);
-    if (context.getType<string>() === 'graphql') return this.idempotency.mutations.intercept(context, next, (key, route, call) => settling(() => this.attempt(key, route, call, undefined, next)));
+    if (context.getType<string>() === 'graphql') {
+      return this.idempotency.mutations.intercept(context, next, (key, route, call) => {
+        const abandonment = new Abandonment();
+        return settling(() => this.attempt(key, route, call, undefined, next, abandonment), () => abandonment.abandon());
+      });
+    }
     const route = context.getType() === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const http = context.switchToHttp();
