@@ -60,7 +60,29 @@ const ROUTES: PairedRoute[] = [
     },
   },
   { path: 'transfer', handle: transfer },
+  {
+    // A slow write with its key claimed at SERIALIZABLE and at REPEATABLE READ, where the claim is the key's record.
+    path: 'serializable-write',
+    idempotent: { isolation: 'SERIALIZABLE', wait: 5000 },
+    handle: (context, body: { label: string }) => countedWrite(context, body),
+  },
+  {
+    path: 'repeatable-write',
+    idempotent: { isolation: 'REPEATABLE READ', wait: 5000 },
+    handle: (context, body: { label: string }) => countedWrite(context, body),
+  },
 ];
+
+/** How many times each label's handler ran. */
+const runs = new Map<string, number>();
+
+/** Counts its run, then writes its row slowly enough for duplicates to arrive while it holds the key. */
+async function countedWrite({ dataSource }: HandlerContext, { label }: { label: string }) {
+  runs.set(label, (runs.get(label) ?? 0) + 1);
+  await dataSource.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [label]);
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  return { label };
+}
 
 /**
  * Item 1 of issue 33 ("the app's isolation level is silently lowered") and
@@ -154,6 +176,22 @@ describe('the isolation level and the retryable failures of the request’s tran
         expect(withModule.status).toBe(201);
         expect(await countRows(db, 'faithful_rows', 'label = $1', [`${label}-with`])).toBe(1);
       });
+    });
+  });
+
+  describe('the key at REPEATABLE READ and SERIALIZABLE', () => {
+    it.each(['serializable-write', 'repeatable-write'])('%s: runs the handler once for 10 concurrent duplicates, which replay its answer, and once for a sequential retry', async (path) => {
+      const label = uniqueLabel(path);
+      const key = uniqueLabel(`${path}-key`);
+      const first = send(app, path, 'with', { label }, { key });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      const answers = await Promise.all([first, ...Array.from({ length: 9 }, () => send(app, path, 'with', { label }, { key }))]);
+      expect(runs.get(label)).toBe(1);
+      expect(answers.map((answer) => answer.status)).toEqual(Array(10).fill(201));
+      expect(answers.filter((answer) => answer.headers['idempotent-replayed'] === 'true')).toHaveLength(9);
+      const retry = await send(app, path, 'with', { label }, { key });
+      expect([retry.status, retry.headers['idempotent-replayed'], runs.get(label)]).toEqual([201, 'true', 1]);
+      expect(await countRows(db, 'faithful_rows', 'label = $1', [label])).toBe(1);
     });
   });
 
