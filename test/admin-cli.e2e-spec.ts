@@ -25,6 +25,9 @@ async function cli(env: Record<string, string | undefined>, ...args: string[]) {
   return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) };
 }
 
+/** What a terminal would act on: any C0 but the newlines the CLI lays out with, DEL, C1, U+2028 and U+2029. */
+const ACTIVE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/;
+
 async function until(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
@@ -40,6 +43,14 @@ describe('the nest-idempotency CLI', () => {
   let env: Record<string, string>;
   const entry = (key: string, label: string, tenant = 'acme') => request(app.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', tenant).send({ label });
   const transfer = (key: string) => Promise.resolve(request(app.url).post('/entries/transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: key }));
+  /** A transfer of acme's that debited, then failed: an abandoned phased operation once its lease lapsed. */
+  const abandon = async (key: string) => {
+    const gate = app.app.get(NotifyGate);
+    gate.mode = 'fail';
+    expect((await transfer(key)).status).toBe(503);
+    gate.mode = 'pass';
+  };
+  const TRANSFERS = ['--tenant', 'acme', '--operation', 'POST /entries/transfers'];
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -133,5 +144,34 @@ describe('the nest-idempotency CLI', () => {
     await until(async () => publisher.published.some((message) => message.id === dead[0].id));
     expect((await cli(env, 'requeue', dead[0].id, '--reason', 'twice')).code).toBe(EXIT.refused);
     expect((await cli(env, 'dead-letters')).code).toBe(EXIT.nothing);
+  });
+
+  it('escapes the control characters of stored text on a terminal, and keeps them as data in --json', async () => {
+    // A screen clear, colours, an OSC 52 clipboard write, a C1 CSI, backspaces over the text, DEL and a line of its own.
+    const hostile = '\u001b[2J\u001b[31mred\u001b[0m \u001b]52;c;cHduZWQ=\u0007 \u009b2J paid\b\b\b\bdue\u007f\nadmin: forged';
+    const shownAs = '\\u001b[2J\\u001b[31mred\\u001b[0m \\u001b]52;c;cHduZWQ=\\u0007 \\u009b2J paid\\b\\b\\b\\bdue\\u007f\\nadmin: forged';
+    await entry('cli-hostile', hostile).expect(201);
+    await abandon('cli-hostile-op');
+    const eventType = `hostile ${hostile}`;
+    publisher.rejections.set(eventType, Infinity);
+    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-hostile-event').send({ label: 'hostile', events: [{ type: eventType, key: hostile }] }).expect(201);
+    await until(async () => (await cli(env, '--json', 'dead-letters')).out.includes('hostile'));
+    publisher.rejections.delete(eventType);
+
+    const failed = await cli(env, 'fail', 'cli-hostile-op', ...TRANSFERS, '--reason', hostile);
+    const record = await cli(env, 'inspect', 'cli-hostile-op', ...TRANSFERS);
+    const answer = await cli(env, 'inspect', 'cli-hostile', '--tenant', 'acme', '--operation', 'POST /entries');
+    const deadLetters = await cli(env, 'dead-letters');
+    for (const run of [failed, record, answer, deadLetters]) expect([run.code, `${run.out}\n${run.err}`]).toEqual([EXIT.done, expect.not.stringMatching(ACTIVE)]);
+    expect(record.out).toContain(`: ${shownAs}`);
+    // The audit line and the answer's body are JSON, which escaped C0 itself; the CLI escapes what JSON leaves raw.
+    for (const json of [failed.err, answer.out]) expect(json).toContain('\\u009b2J paid\\b\\b\\b\\bdue\\u007f');
+    expect(deadLetters.out).toContain(`hostile ${shownAs}`);
+
+    const data = [await cli(env, '--json', 'inspect', 'cli-hostile-op', ...TRANSFERS), await cli(env, '--json', 'dead-letters')];
+    for (const run of data) expect(run.out).not.toMatch(ACTIVE);
+    expect(data[0].json().failureReason).toContain(hostile);
+    expect(data[1].json().items).toContainEqual(expect.objectContaining({ type: eventType, orderingKey: hostile }));
+    expect((await cli(env, 'requeue', '--all', '--reason', 'hostile event tested')).code).toBe(EXIT.done);
   });
 });

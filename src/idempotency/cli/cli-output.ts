@@ -1,6 +1,11 @@
 import type { AdminActionResult, AdminPage, OutboxEventView, RecordDetail, RecordSummary, UnfinishedOperation } from '../admin/admin.types.js';
+import { jsonText, terminalText } from './terminal-text.js';
 
-/** Where the CLI writes: its answer to standard output, its audit lines and errors to standard error. */
+/**
+ * Where the CLI writes: its answer to standard output, its audit lines and
+ * errors to standard error. Each call is one line, or one JSON document:
+ * the only line breaks a terminal gets are the CLI's own.
+ */
 export interface CliStreams {
   out(text: string): void;
   err(text: string): void;
@@ -45,9 +50,9 @@ export const EVENT_COLUMNS: Column<OutboxEventView>[] = [
 
 /** A page as aligned columns (or JSON), and how to ask for the next one. */
 export function writePage<Item>(streams: CliStreams, page: AdminPage<Item>, columns: Column<Item>[], json: boolean): void {
-  if (json) return streams.out(JSON.stringify(page, null, 2));
+  if (json) return streams.out(jsonText(page));
   if (page.items.length === 0) return streams.err(page.next ? `Nothing found among the newest claims; older ones: add --cursor ${page.next}` : 'Nothing found.');
-  const rows = [columns.map(([header]) => header), ...page.items.map((item) => columns.map(([, value]) => oneLine(value(item))))];
+  const rows = [columns.map(([header]) => header), ...page.items.map((item) => columns.map(([, value]) => terminalText(value(item))))];
   const widths = columns.map((_, index) => Math.max(...rows.map((row) => row[index].length)));
   for (const row of rows) streams.out(row.map((cell, index) => (index === row.length - 1 ? cell : cell.padEnd(widths[index]))).join('  '));
   if (page.next) streams.err(`${page.partial ? 'Searched a window of claims; older ones' : 'More'}: add --cursor ${page.next}`);
@@ -55,7 +60,7 @@ export function writePage<Item>(streams: CliStreams, page: AdminPage<Item>, colu
 
 /** One record in full: what it is, when, and the answer it replays. */
 export function writeRecord(streams: CliStreams, record: RecordDetail, json: boolean): void {
-  if (json) return streams.out(JSON.stringify(record, null, 2));
+  if (json) return streams.out(jsonText(record));
   const facts: Array<[string, unknown]> = [
     ['scope', record.scope],
     ['operation', record.operation],
@@ -74,16 +79,12 @@ export function writeRecord(streams: CliStreams, record: RecordDetail, json: boo
   if (record.answer) facts.push(['answer', `${record.answer.status}${record.answer.sealed ? ' (sealed at rest)' : ''} ${JSON.stringify(record.answer.headers)}`], ['body', record.answer.body ?? '(none)']);
   else if (record.undecryptable) facts.push(['answer', `does not open here (${record.undecryptable}): set IDEMPOTENCY_ENCRYPTION_KEYS as the app's keys`]);
   const width = Math.max(...facts.map(([name]) => name.length));
-  for (const [name, value] of facts) streams.out(`${name.padEnd(width)}  ${value}`);
+  for (const [name, value] of facts) streams.out(`${name.padEnd(width)}  ${terminalText(value)}`);
 }
 
 /** What an action did, in a sentence (or as JSON). */
 export function writeResult(streams: CliStreams, result: AdminActionResult, json: boolean): void {
-  if (json) return streams.out(JSON.stringify(result, null, 2));
-  if (result.record) streams.out(`${result.action === 'release' ? 'Released' : 'Marked failed'}: ${result.record.operation} key ${result.record.key} in ${result.record.scope}.`);
+  if (json) return streams.out(jsonText(result));
+  if (result.record) streams.out(terminalText(`${result.action === 'release' ? 'Released' : 'Marked failed'}: ${result.record.operation} key ${result.record.key} in ${result.record.scope}.`));
   if (result.eventIds) streams.out(`Requeued ${result.eventIds.length} dead letter(s)${result.eventIds.length ? `: ${result.eventIds.join(', ')}` : ''}.`);
-}
-
-function oneLine(value: unknown): string {
-  return String(value ?? '').replace(/\s+/g, ' ');
 }

@@ -7,6 +7,7 @@ import { adminActionLine } from '../events/admin-action-line.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
 import { type CliStreams, EVENT_COLUMNS, RECORD_COLUMNS, UNFINISHED_COLUMNS, writePage, writeRecord, writeResult } from './cli-output.js';
+import { jsonText, terminalText } from './terminal-text.js';
 
 /** The CLI's exit codes, for scripts. */
 export const EXIT = {
@@ -42,7 +43,8 @@ const callerOf = (as: string | undefined): AdminCaller => ({ actor: as ?? defaul
  * (`unfinished`), the outbox's dead letters (`dead-letters`), and the
  * actions `requeue`, `release` and `fail`, each with a required `--reason`.
  * `--json` writes the answer as JSON on standard output; audit lines and
- * messages go to standard error.
+ * messages go to standard error, with the control characters of stored text
+ * escaped.
  */
 export async function runCli(args: readonly string[], env: CliEnvironment, streams: CliStreams): Promise<number> {
   let code: number = EXIT.done;
@@ -58,7 +60,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
   /** Runs `work` with the admin connected, and turns what it throws into an exit code and a message. */
   const withAdmin = (work: (admin: IdempotencyAdmin) => Promise<number>, retentionMs?: number) => async () => {
     try {
-      const cli = await connectAdmin(env, retentionMs, (event) => streams.err(adminActionLine(event)), program.opts().schema);
+      const cli = await connectAdmin(env, retentionMs, (event) => streams.err(terminalText(adminActionLine(event))), program.opts().schema);
       try {
         code = await work(cli.admin);
       } finally {
@@ -191,11 +193,11 @@ function instant(value: string | undefined, flag: string): Date | undefined {
 function failure(error: unknown, streams: CliStreams, json: boolean): number {
   if (error instanceof AdminRefusedException) {
     const { type, title, detail } = error.problem;
-    if (json) streams.out(JSON.stringify(error.problem, null, 2));
-    streams.err(`${title}: ${detail}`);
+    if (json) streams.out(jsonText(error.problem));
+    streams.err(terminalText(`${title}: ${detail}`));
     if (type === AdminProblemType.NotFound) return EXIT.nothing;
     return type === AdminProblemType.BadRequest ? EXIT.usage : EXIT.refused;
   }
-  streams.err((error as Error)?.message ?? String(error));
+  streams.err(terminalText((error as Error)?.message ?? String(error)));
   return error instanceof UsageError || error instanceof IdempotencyConfigurationError ? EXIT.usage : EXIT.failed;
 }
