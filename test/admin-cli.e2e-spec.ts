@@ -25,6 +25,14 @@ async function cli(env: Record<string, string | undefined>, ...args: string[]) {
   return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) };
 }
 
+/** The compiled bin as a shell runs it, with `extra` over the environment. */
+function bin(extra: Record<string, string | undefined>, ...args: string[]) {
+  return promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...extra } }).then(
+    ({ stdout }) => ({ code: 0, stdout }),
+    (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
+  );
+}
+
 /** What a terminal would act on: any C0 but the newlines the CLI lays out with, DEL, C1, U+2028 and U+2029. */
 const ACTIVE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/;
 
@@ -69,11 +77,7 @@ describe('the nest-idempotency CLI', () => {
   it('inspects a key as the compiled bin, with exit codes a script can test and JSON it can read', async () => {
     await entry('cli-shared', 'acme').expect(201);
     await entry('cli-shared', 'globex', 'globex').expect(201);
-    const run = (...args: string[]) =>
-      promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } }).then(
-        ({ stdout }) => ({ code: 0, stdout }),
-        (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
-      );
+    const run = (...args: string[]) => bin(env, ...args);
     const found = await run('--json', 'inspect', 'cli-shared');
     expect(found.code).toBe(EXIT.done);
     expect(JSON.parse(found.stdout).items.map((record: { scope: string }) => record.scope)).toEqual(['tenant:globex', 'tenant:acme']);
@@ -173,5 +177,56 @@ describe('the nest-idempotency CLI', () => {
     expect(data[0].json().failureReason).toContain(hostile);
     expect(data[1].json().items).toContainEqual(expect.objectContaining({ type: eventType, orderingKey: hostile }));
     expect((await cli(env, 'requeue', '--all', '--reason', 'hostile event tested')).code).toBe(EXIT.done);
+  });
+
+  it('refuses a --retention that is not a positive number of ms up to 365 days with exit code 2, before it writes anything', async () => {
+    await abandon('cli-retention');
+    for (const retention of ['abc', '-1', '0', '1e15', String(366 * 24 * 60 * 60 * 1000)]) {
+      const refused = await cli(env, '--json', 'fail', 'cli-retention', ...TRANSFERS, '--reason', 'refunded', '--retention', retention);
+      expect([retention, refused.code, refused.json().type]).toEqual([retention, EXIT.usage, 'urn:nest-idempotency:problem:cli-usage']);
+    }
+    expect((await cli(env, '--json', 'inspect', 'cli-retention', ...TRANSFERS)).json().status).toBe('in_progress');
+    expect((await cli(env, 'fail', 'cli-retention', ...TRANSFERS, '--reason', 'refunded', '--retention', '60000')).code).toBe(EXIT.done);
+  });
+
+  it('reads an instant without a zone as UTC whatever TZ the shell has, and refuses what is not ISO 8601', async () => {
+    await entry('cli-zone', 'zone').expect(201);
+    const [claimed] = (await cli(env, '--json', 'inspect', 'cli-zone')).json().items;
+    const zoneless = (offsetMs: number) => new Date(Date.parse(claimed.createdAt) + offsetMs).toISOString().slice(0, 19);
+    for (const TZ of ['UTC', 'Asia/Tokyo']) {
+      const found = await bin({ ...env, TZ }, '--json', 'inspect', 'cli-zone', '--since', zoneless(-60_000), '--until', zoneless(60_000));
+      expect([TZ, found.code]).toEqual([TZ, EXIT.done]);
+      expect(JSON.parse(found.stdout).items.map((record: { key: string }) => record.key)).toEqual(['cli-zone']);
+    }
+    const words = await cli(env, 'inspect', '--since', 'June 1 2025');
+    expect([words.code, words.err]).toEqual([EXIT.usage, expect.stringContaining('one without a zone is UTC')]);
+  });
+
+  it('prints a problem document on stdout for every failure with --json, and names the migration a missing table needs', async () => {
+    const unreachable = await cli({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, '--json', 'unfinished');
+    expect([unreachable.code, unreachable.json().type]).toEqual([EXIT.failed, 'urn:nest-idempotency:problem:cli-failed']);
+    expect(unreachable.json().detail).toMatch(/ECONNREFUSED/);
+    for (const called of [await cli({}, '--json', 'unfinished'), await cli(env, '--json', 'unfinished', '--nope'), await cli(env, '--json')]) {
+      expect([called.code, called.json().type]).toEqual([EXIT.usage, 'urn:nest-idempotency:problem:cli-usage']);
+    }
+
+    const offPath = await cli({ ...env, DATABASE_URL: `${db.url}?options=${encodeURIComponent('-c search_path=nowhere')}` }, 'unfinished');
+    expect([offPath.code, offPath.err]).toEqual([EXIT.usage, expect.stringContaining('run the migration CreateIdempotencyRecords1764400000000')]);
+    const noSchema = await cli(env, '--json', '--schema', 'nowhere', 'inspect');
+    expect([noSchema.code, noSchema.json().type]).toEqual([EXIT.usage, 'urn:nest-idempotency:problem:cli-usage']);
+    expect(noSchema.json().detail).toContain('CreateIdempotencyRecords1764400000000');
+    await db.query('CREATE SCHEMA records_only; CREATE TABLE records_only.idempotency_records (LIKE public.idempotency_records)');
+    const noOutbox = await cli(env, '--json', '--schema', 'records_only', 'dead-letters');
+    expect([noOutbox.code, noOutbox.json().type]).toEqual([EXIT.usage, 'urn:nest-idempotency:problem:cli-usage']);
+    expect(noOutbox.json().detail).toContain('CreateIdempotencyOutbox1764400010000');
+  });
+
+  it('exits 0 for nothing found with --empty-ok, for a monitoring job, and still fails on a failure', async () => {
+    expect((await cli(env, 'unfinished', '--tenant', 'nobody')).code).toBe(EXIT.nothing);
+    const none = await cli(env, 'unfinished', '--tenant', 'nobody', '--empty-ok');
+    expect([none.code, none.err]).toEqual([EXIT.done, 'Nothing found.']);
+    const listed = await cli(env, '--json', '--empty-ok', 'inspect', 'no-such-key');
+    expect([listed.code, listed.json().items]).toEqual([EXIT.done, []]);
+    expect((await cli({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, '--empty-ok', 'unfinished')).code).toBe(EXIT.failed);
   });
 });

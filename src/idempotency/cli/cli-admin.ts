@@ -1,5 +1,6 @@
 import { userInfo } from 'node:os';
 import { DataSource } from 'typeorm';
+import { CreateIdempotencyRecords1764400000000 } from '../../../migrations/1764400000000-CreateIdempotencyRecords.js';
 import { adminDatabaseOf } from '../admin/admin-database.js';
 import { IdempotencyAdmin } from '../admin/idempotency-admin.js';
 import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
@@ -55,11 +56,26 @@ export async function connectAdmin(env: CliEnvironment, retentionMs: number | un
   return { admin, close: () => dataSource.destroy() };
 }
 
-/** The tables in the schema the catalog found the records' table in; none there is a mistake in how the CLI was called. */
+/**
+ * The tables in the schema the catalog found the records' table in. None
+ * there is a usage error: the CLI was pointed at the wrong database or
+ * schema, or the app's migrations never ran on it.
+ */
 function tablesOf(table: RecordsTableDescription, schema: string | undefined): ModuleTables {
   if (table.schema !== null) return moduleTablesIn(table.schema);
   const where = schema === undefined ? `on DATABASE_URL's search_path (${table.search_path || 'empty'})` : `in the schema ${JSON.stringify(schema)}`;
-  throw new UsageError(`There is no table idempotency_records ${where}: pass --schema with the schema of the app's tables (its IdempotencyModule \`schema\`).`);
+  throw new UsageError(
+    `There is no table idempotency_records ${where}: pass --schema with the schema of the app's tables (its IdempotencyModule \`schema\`), ` +
+      `or, if the app's migrations never ran on this database, ${runTheMigration(CreateIdempotencyRecords1764400000000)}.`,
+  );
+}
+
+/** How a database gets one of the module's tables, as the app's startup check says it. */
+export function runTheMigration(migration: { name: string }): string {
+  return (
+    `run the migration ${migration.name} (in \`idempotencyMigrations\`): spread \`idempotencyMigrations\` into the app's DataSource's \`migrations\` ` +
+    'and set `migrationsRun: true`, or run `typeorm migration:run` with that DataSource'
+  );
 }
 
 /** `id:key,id:key`; base64 and base64url hold no `:` nor `,`. */

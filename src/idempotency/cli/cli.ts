@@ -2,11 +2,12 @@ import { Command, CommanderError, Option } from 'commander';
 import { tenantScope } from '../admin/admin-access.js';
 import { AdminProblemType, AdminRefusedException } from '../admin/admin.exceptions.js';
 import type { IdempotencyAdmin } from '../admin/idempotency-admin.js';
-import type { AdminCaller } from '../admin/admin.types.js';
+import type { AdminCaller, AdminPage } from '../admin/admin.types.js';
 import { adminActionLine } from '../events/admin-action-line.js';
-import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
+import { parseInstant, parseRetention } from './cli-arguments.js';
 import { type CliStreams, EVENT_COLUMNS, RECORD_COLUMNS, UNFINISHED_COLUMNS, writePage, writeRecord, writeResult } from './cli-output.js';
+import { cliProblem, CliProblemType } from './cli-problem.js';
 import { jsonText, terminalText } from './terminal-text.js';
 
 /** The CLI's exit codes, for scripts. */
@@ -15,9 +16,9 @@ export const EXIT = {
   done: 0,
   /** Failed: the database could not be reached, or something unexpected. */
   failed: 1,
-  /** Called wrongly: an unknown option, a missing reason, a malformed id or date, DATABASE_URL unset. */
+  /** Called wrongly: an unknown option, a missing reason, a malformed id, instant or retention, DATABASE_URL unset, no module tables there. */
   usage: 2,
-  /** Nothing found: an empty list, no such record. */
+  /** Nothing found: an empty list (0 with --empty-ok), no such record. */
   nothing: 3,
   /** Refused: the action would break the guarantee (a live lease, a started operation, a key in use, an out-of-order requeue). */
   refused: 4,
@@ -42,9 +43,9 @@ const callerOf = (as: string | undefined): AdminCaller => ({ actor: as ?? defaul
  * code (`EXIT`): records (`inspect`), unfinished phased operations
  * (`unfinished`), the outbox's dead letters (`dead-letters`), and the
  * actions `requeue`, `release` and `fail`, each with a required `--reason`.
- * `--json` writes the answer as JSON on standard output; audit lines and
- * messages go to standard error, with the control characters of stored text
- * escaped.
+ * `--json` writes the answer, or the problem, as JSON on standard output;
+ * audit lines and messages go to standard error, with the control characters
+ * of stored text escaped.
  */
 export async function runCli(args: readonly string[], env: CliEnvironment, streams: CliStreams): Promise<number> {
   let code: number = EXIT.done;
@@ -52,10 +53,13 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
     .description('Inspect and act on idempotency records, unfinished phased operations and outbox dead letters, on DATABASE_URL.')
     .option('--json', 'answer in JSON on standard output, for scripts')
     .option('--schema <name>', "the schema of the module's tables (default: where DATABASE_URL's search_path finds idempotency_records)")
+    .option('--empty-ok', 'a list that finds nothing exits 0 rather than 3, for monitoring that reads the list')
     .addHelpText('after', `\nExit codes: 0 done or found, 1 failed, 2 called wrongly, 3 nothing found, 4 refused.\nIDEMPOTENCY_ENCRYPTION_KEYS="id:base64key,..." (the app's keys, first sealing) opens sealed answers.`)
     .exitOverride()
     .configureOutput({ writeOut: (text) => streams.out(text.trimEnd()), writeErr: (text) => streams.err(text.trimEnd()) });
   const json = () => Boolean(program.opts().json);
+  /** A list's exit code: 3 for nothing found, unless --empty-ok. */
+  const listed = (page: AdminPage<unknown>) => (page.items.length > 0 || program.opts().emptyOk ? EXIT.done : EXIT.nothing);
 
   /** Runs `work` with the admin connected, and turns what it throws into an exit code and a message. */
   const withAdmin = (work: (admin: IdempotencyAdmin) => Promise<number>, retentionMs?: number) => async () => {
@@ -79,11 +83,11 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
     .option('--scope <scope>', 'the scope as stored, e.g. tenant:acme or anonymous')
     .option('--operation <operation>', 'e.g. "POST /orders"')
     .addOption(new Option('--status <status>').choices(['in_progress', 'completed', 'failed']))
-    .option('--since <instant>', 'claimed at or after (ISO 8601)')
-    .option('--until <instant>', 'claimed before (ISO 8601)')
+    .option('--since <instant>', 'claimed at or after (ISO 8601; without a zone, UTC)', parseInstant)
+    .option('--until <instant>', 'claimed before (ISO 8601; without a zone, UTC)', parseInstant)
     .option('--limit <n>', 'records per page, 1 to 200', Number)
     .option('--cursor <cursor>', 'the page after this one, as a previous run printed it')
-    .action((key: string | undefined, options: ScopeOptions & { operation?: string; status?: 'completed'; since?: string; until?: string; limit?: number; cursor?: string }) =>
+    .action((key: string | undefined, options: ScopeOptions & { operation?: string; status?: 'completed'; since?: Date; until?: Date; limit?: number; cursor?: string }) =>
       withAdmin(async (admin) => {
         const scope = scopeOf(options);
         const caller = callerOf(undefined);
@@ -91,10 +95,10 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
           writeRecord(streams, await admin.record({ scope, operation: options.operation, key }, caller), json());
           return EXIT.done;
         }
-        const query = { key, scope, operation: options.operation, status: options.status, since: instant(options.since, '--since'), until: instant(options.until, '--until'), limit: options.limit, cursor: options.cursor };
+        const query = { key, scope, operation: options.operation, status: options.status, since: options.since, until: options.until, limit: options.limit, cursor: options.cursor };
         const page = await admin.findRecords(query, caller);
         writePage(streams, page, RECORD_COLUMNS, json());
-        return page.items.length ? EXIT.done : EXIT.nothing;
+        return listed(page);
       })(),
     );
 
@@ -110,7 +114,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
       withAdmin(async (admin) => {
         const page = await admin.unfinished({ scope: scopeOf(options), operation: options.operation, limit: options.limit, cursor: options.cursor }, callerOf(undefined));
         writePage(streams, page, UNFINISHED_COLUMNS, json());
-        return page.items.length ? EXIT.done : EXIT.nothing;
+        return listed(page);
       })(),
     );
 
@@ -124,7 +128,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
       withAdmin(async (admin) => {
         const page = await admin.outboxEvents({ state: options.pending ? 'pending' : 'dead', limit: options.limit, cursor: options.cursor }, callerOf(undefined));
         writePage(streams, page, EVENT_COLUMNS, json());
-        return page.items.length ? EXIT.done : EXIT.nothing;
+        return listed(page);
       })(),
     );
 
@@ -156,7 +160,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
       .requiredOption('--operation <operation>', 'e.g. "POST /orders"')
       .requiredOption('--reason <text>', 'why: recorded with who asked')
       .option('--as <name>', 'who asks (default: the user running the CLI)')
-      .option('--retention <ms>', 'fail: how long the failure replays when the claim stored no retention of its own (default 24 h)', Number)
+      .option('--retention <ms>', 'fail: how long the failure replays when the claim stored no retention of its own (default 24 h, at most 365 days)', parseRetention)
       .action((key: string, options: ActionOptions & { retention?: number }) =>
         withAdmin(async (admin) => {
           const scope = scopeOf(options);
@@ -173,20 +177,15 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
     await program.parseAsync(args, { from: 'user' });
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
-    return error.exitCode === 0 ? EXIT.done : EXIT.usage;
+    if (error.exitCode === 0) return EXIT.done;
+    if (json()) streams.out(jsonText(cliProblem(error)));
+    return EXIT.usage;
   }
   return code;
 }
 
 function scopeOf({ tenant, scope }: ScopeOptions): string | undefined {
   return tenant !== undefined ? tenantScope(tenant) : scope;
-}
-
-function instant(value: string | undefined, flag: string): Date | undefined {
-  if (value === undefined) return undefined;
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw new UsageError(`${flag} must be an ISO 8601 instant, e.g. 2025-06-01T12:00:00Z; got ${value}.`);
-  return date;
 }
 
 /** The exit code of what a command threw, said on standard error (and as a problem on standard output with --json). */
@@ -198,6 +197,8 @@ function failure(error: unknown, streams: CliStreams, json: boolean): number {
     if (type === AdminProblemType.NotFound) return EXIT.nothing;
     return type === AdminProblemType.BadRequest ? EXIT.usage : EXIT.refused;
   }
-  streams.err(terminalText((error as Error)?.message ?? String(error)));
-  return error instanceof UsageError || error instanceof IdempotencyConfigurationError ? EXIT.usage : EXIT.failed;
+  const problem = cliProblem(error);
+  if (json) streams.out(jsonText(problem));
+  streams.err(terminalText(problem.detail));
+  return problem.type === CliProblemType.Usage ? EXIT.usage : EXIT.failed;
 }
