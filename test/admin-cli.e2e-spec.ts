@@ -81,7 +81,7 @@ describe('the nest-idempotency CLI', () => {
     expect(keyless.out).toContain('does not open here (encryption-off)');
   });
 
-  it('lists unfinished operations, marks one failed with a sealed failure the app replays, and releases it', async () => {
+  it('lists unfinished operations, marks one failed with a sealed failure the app replays, and releases it only with --force, saying first what a retry does', async () => {
     const gate = app.app.get(NotifyGate);
     gate.mode = 'fail';
     expect((await transfer('cli-abandoned')).status).toBe(503);
@@ -96,7 +96,19 @@ describe('the nest-idempotency CLI', () => {
     const retry = await transfer('cli-abandoned');
     expect([retry.status, retry.body.type]).toEqual([500, IdempotencyProblemType.OperationFailed]);
 
-    expect((await cli(env, 'release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again')).code).toBe(EXIT.done);
+    const shown = await cli(env, 'inspect', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers');
+    expect(shown.out).toMatch(/on release +needs --force\. Its phased operation ledger-transfer started: finished phases debit/);
+    const release = ['release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again'];
+    const refused = await cli(env, ...release);
+    expect(refused.code).toBe(EXIT.refused);
+    expect(refused.err).toMatch(/Operation started: .*finished phases debit.*a second charge.*--force/s);
+    expect(refused.err).not.toMatch(/fail[^.]*then release/i);
+    const forced = await cli(env, ...release, '--force');
+    expect(forced.code).toBe(EXIT.done);
+    expect(forced.out).toBe('Released (forced): POST /entries/transfers key cli-abandoned in tenant:acme.');
+    const [warning, audit] = forced.err.split('\n');
+    expect(warning).toMatch(/^Forcing the release: Its phased operation ledger-transfer started: finished phases debit .*new downstream key/);
+    expect(audit).toMatch(/^admin: ".+" force-released POST \/entries\/transfers key#[0-9a-f]{16}, reason "may try again"$/);
     // The app hears the release at its commit and drops the failure it cached; until then it replays it.
     await until(async () => (await transfer('cli-abandoned')).status === 201, 10_000);
   });

@@ -2,12 +2,13 @@ import { isLockTimeout } from '../driver/database-errors.js';
 import { hashKey } from '../events/idempotency-events.js';
 import { operationFailedOutcome } from '../errors/idempotency.exceptions.js';
 import type { OutcomeCodec } from '../records/outcome-codec.js';
-import type { RecordId, ResumeInfo } from '../records/stored-record.js';
+import type { RecordId } from '../records/stored-record.js';
 import { assertVisible } from './admin-access.js';
 import type { AdminDatabase, AdminQuery } from './admin-database.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
 import { AdminOutboxStatements, AdminRecordStatements } from './admin.statements.js';
 import type { AdminActionResult, AdminCaller } from './admin.types.js';
+import { releaseRefusal, runEffectsOf, type RunEffectsRow } from './run-effects.js';
 
 /** What the record actions need besides the database. */
 export interface ActionSettings {
@@ -15,12 +16,10 @@ export interface ActionSettings {
   retention: number;
 }
 
-/** The record as an action finds it, locked. */
-interface LockedRecord {
+/** The record as an action finds it, locked, with what its run did beyond it. */
+interface LockedRecord extends RunEffectsRow {
   status: 'in_progress' | 'completed' | 'failed';
   fingerprint: string;
-  resume: ResumeInfo | null;
-  recovery_point: string | null;
   lease_expires_at: Date | null;
   lease_live: boolean;
 }
@@ -34,25 +33,22 @@ interface LockedEvent {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Deletes a finished record, or an abandoned claim that never started its operation; see `IdempotencyAdmin.release`. */
-export async function releaseKey(database: AdminDatabase, id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+/**
+ * Deletes a record whose lease is not live; one whose run may have had
+ * external effects only when the operator forces it. See `IdempotencyAdmin.release`.
+ */
+export async function releaseKey(database: AdminDatabase, id: RecordId, caller: AdminCaller, reason: string, force: boolean): Promise<AdminActionResult> {
   assertVisible(caller, id.scope);
   const records = new AdminRecordStatements(database.tables());
-  await database.transaction(async (query) => {
+  const effects = await database.transaction(async (query) => {
     const record = await lockRecord(query, records, id);
-    if (record.status === 'in_progress') {
-      refuseLiveLease(record);
-      if (record.resume !== null) {
-        throw new AdminRefusedException(
-          AdminProblemType.OperationStarted,
-          `Its phased operation ${record.resume.operation} started (recovery point ${record.recovery_point ?? 'none yet'}), so its side effects may exist and a retry must resume it, ` +
-            'not start it anew. Let the completer or a retry finish it, or mark it failed (with a reason), then release the failed record.',
-        );
-      }
-    }
+    if (record.status === 'in_progress') refuseLiveLease(record);
+    const effects = runEffectsOf(record);
+    if (effects.external && !force) throw new AdminRefusedException(AdminProblemType.OperationStarted, releaseRefusal(record.status, effects));
     await query(records.release(id));
+    return effects;
   });
-  return { action: 'release', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) } };
+  return { action: 'release', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) }, effects, ...(effects.external ? { forced: true as const } : {}) };
 }
 
 /** Records an unfinished operation whose lease lapsed as failed; see `IdempotencyAdmin.markFailed`. */

@@ -23,6 +23,12 @@ import type {
   UnfinishedQuery,
 } from './admin.types.js';
 
+/** How a release is asked for. */
+export interface ReleaseOptions {
+  /** Release a record whose run may have had external effects, knowing that a retry does them again. Default false. */
+  force?: boolean;
+}
+
 /** What the admin needs besides its database. */
 export interface AdminSettings {
   /** Opens recorded outcomes and seals the one `markFailed` records: the module's codec, plaintext accepted for reading. */
@@ -103,15 +109,17 @@ export class IdempotencyAdmin {
   }
 
   /**
-   * Frees a key: deletes a completed or failed record, or a claim whose lease
-   * lapsed before its operation started. Refused for a live lease, a claim
-   * whose operation started (its side effects may exist: mark it failed
-   * first), and a record a transaction holds right now. Instances running
-   * the admin module drop the key's cached outcome when the release commits.
+   * Frees a key: deletes its record, so that the next request with it runs
+   * as a new operation. Refused for a live lease and a record a transaction
+   * holds right now; and, unless `force` is given, for a record whose run
+   * may have had external effects (`RecordDetail.effects`: a started phased
+   * operation, finished phases, outbox events), since a retry after the
+   * release does them again: a second charge, a second order. Instances
+   * running the admin module drop the key's cached outcome when the release commits.
    */
-  release(id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+  release(id: RecordId, caller: AdminCaller, reason: string, { force = false }: ReleaseOptions = {}): Promise<AdminActionResult> {
     return this.audited('release', caller, reason, { operation: id.operation, keyHash: hashKey(id) }, async () => {
-      const result = await releaseKey(this.database, id, caller, reason);
+      const result = await releaseKey(this.database, id, caller, reason, force);
       this.settings.released?.(id);
       return result;
     });
@@ -154,7 +162,7 @@ export class IdempotencyAdmin {
     try {
       checkAction(caller, reason);
       const result = await run();
-      this.settings.emit({ ...event, ...(result.eventIds ? { eventIds: result.eventIds } : {}) });
+      this.settings.emit({ ...event, ...(result.forced ? { forced: true } : {}), ...(result.eventIds ? { eventIds: result.eventIds } : {}) });
       return result;
     } catch (error) {
       if (error instanceof AdminRefusedException) this.settings.emit({ ...event, result: 'refused', refusal: error.problem.type });

@@ -11,7 +11,8 @@ const NAMED_IDS = 10;
  */
 export function adminActionLine(event: AdminActionEvent): string {
   const target = event.action === 'requeue' ? deadLetters(event.eventIds ?? []) : `${event.operation} key#${event.keyHash}`;
-  const what = event.result === 'done' ? `${DONE[event.action]} ${target}` : `refused to ${event.action} ${target} (${event.refusal})`;
+  const done = event.forced ? 'force-released' : DONE[event.action];
+  const what = event.result === 'done' ? `${done} ${target}` : `refused to ${event.action} ${target} (${event.refusal})`;
   return `admin: ${JSON.stringify(event.actor)} ${what}, reason ${JSON.stringify(event.reason)}`;
 }
 
