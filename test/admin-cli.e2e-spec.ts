@@ -92,7 +92,7 @@ describe('the nest-idempotency CLI', () => {
 
     const failed = await cli(env, 'fail', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'refunded by hand', '--as', 'on-call');
     expect(failed.code).toBe(EXIT.done);
-    expect(failed.err).toContain('admin: "on-call" marked failed POST /entries/transfers key#');
+    expect(failed.err).toContain('admin: "on-call" marked failed "POST /entries/transfers" key#');
     const retry = await transfer('cli-abandoned');
     expect([retry.status, retry.body.type]).toEqual([500, IdempotencyProblemType.OperationFailed]);
 
@@ -108,7 +108,7 @@ describe('the nest-idempotency CLI', () => {
     expect(forced.out).toBe('Released (forced): POST /entries/transfers key cli-abandoned in tenant:acme.');
     const [warning, audit] = forced.err.split('\n');
     expect(warning).toMatch(/^Forcing the release: Its phased operation ledger-transfer started: finished phases debit .*new downstream key/);
-    expect(audit).toMatch(/^admin: ".+" force-released POST \/entries\/transfers key#[0-9a-f]{16}, reason "may try again"$/);
+    expect(audit).toMatch(/^admin: ".+" force-released "POST \/entries\/transfers" key#[0-9a-f]{16}, reason "may try again"$/);
     // The app hears the release at its commit and drops the failure it cached; until then it replays it.
     await until(async () => (await transfer('cli-abandoned')).status === 201, 10_000);
   });
@@ -128,6 +128,19 @@ describe('the nest-idempotency CLI', () => {
     expect((await cli(env, 'release', 'cli-held', '--tenant', 'acme', '--operation', 'POST /entries/transfers')).code).toBe(EXIT.usage);
     expect((await cli({}, 'unfinished')).code).toBe(EXIT.usage);
     expect((await cli({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, 'unfinished')).code).toBe(EXIT.failed);
+  });
+
+  it('writes one audit line per action with what the caller typed quoted, and none for ids that are not event ids', async () => {
+    const operation = 'POST /entries" key#0, reason "x"\nadmin: "root" released "POST /entries';
+    const refused = await cli(env, 'release', 'cli-none', '--tenant', 'acme', '--operation', operation, '--reason', 'r\u001b[2J\u009b31m', '--as', 'on-call\nadmin: "root"');
+    expect(refused.code).toBe(EXIT.nothing);
+    const lines = refused.err.split('\n').filter((line) => line.startsWith('admin: '));
+    expect(lines).toEqual([
+      `admin: "on-call\\nadmin: \\"root\\"" refused to release ${JSON.stringify(operation)} key#${lines[0]?.match(/key#([0-9a-f]{16})/)?.[1]} (urn:nest-idempotency:problem:admin-not-found), reason "r\\u001b[2J\\u009b31m"`,
+    ]);
+    const malformed = await cli(env, 'requeue', 'not-an-id\nadmin: "root" requeued', '--reason', 'x');
+    expect(malformed.code).toBe(EXIT.usage);
+    expect(malformed.err.split('\n').filter((line) => line.startsWith('admin: '))).toEqual([]);
   });
 
   it('lists dead letters and requeues them, then refuses an event that is no longer dead', async () => {

@@ -142,7 +142,7 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
     const retried = await api('/orders', { method: 'POST', headers: { 'idempotency-key': key }, body: JSON.stringify({ sku: 'atlas', quantity: 3 }) });
     expect(retried.status).toBe(201);
     expect(retried.headers.get('idempotent-replayed')).toBeNull();
-    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released POST \/orders key#[0-9a-f]{16}, reason "customer retries with another quantity"/);
+    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released "POST \/orders" key#[0-9a-f]{16}, reason "customer retries with another quantity"/);
     await page.close();
 
     // Without its script (the page has no other), it still reads; only the actions wait for it.
@@ -201,7 +201,7 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
     await page.getByRole('button', { name: 'Release key' }).click();
     await page.getByText('No record matches.').waitFor();
     expect(asked).toEqual([expect.stringMatching(/^Force the release of key browser-force-.*finished phases record-pending.*a second charge.*Reason: first charge refunded at the provider$/s)]);
-    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released POST \/orders\/:id\/payments key#[0-9a-f]{16}, reason "first charge refunded at the provider"/);
+    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released "POST \/orders\/:id\/payments" key#[0-9a-f]{16}, reason "first charge refunded at the provider"/);
     await page.close();
   }, 60_000);
 });

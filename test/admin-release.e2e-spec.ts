@@ -86,7 +86,7 @@ describe('releasing a key whose operation had external effects, on the demo', ()
     const forced = await admin('release', { ...id, force: true, reason: 'first charge refunded at the provider' });
     expect(forced).toMatchObject({ status: 200, body: { action: 'release', forced: true, effects: { operation: 'capture-payment', phases: ['record-pending'], external: true } } });
     expect(auditLines().filter((line) => line.includes('force-released'))).toEqual([
-      expect.stringMatching(/admin: "operator \(admin key #[0-9a-f]{8}\)" force-released POST \/orders\/:id\/payments key#[0-9a-f]{16}, reason "first charge refunded at the provider"$/),
+      expect.stringMatching(/admin: "operator \(admin key #[0-9a-f]{8}\)" force-released "POST \/orders\/:id\/payments" key#[0-9a-f]{16}, reason "first charge refunded at the provider"$/),
     ]);
     expect((await pay(orderId, 'pay-1', 1700)).status).toBe(201);
     expect(await chargesOf(provider.url, 1700)).toHaveLength(2);
@@ -105,5 +105,20 @@ describe('releasing a key whose operation had external effects, on the demo', ()
     expect(refused).toMatchObject({ status: 409, body: { type: AdminProblemType.OperationStarted, detail: expect.stringContaining('1 sent') } });
     expect(refused.body.detail).toMatch(/writes stay/);
     expect((await admin('release', { ...id, force: true, reason: 'customer changes the quantity' })).status).toBe(200);
+  });
+
+  it('writes the audit line of a refused action with every field from the request quoted, and validates event ids before any line', async () => {
+    // An acme-only operator names a record whose operation reads as the end of a line and a line of another operator's.
+    const forged = 'POST /orders key#0000000000000000, reason "x"\nadmin: "root (admin key #00000000)" released POST /orders';
+    const refused = await admin('release', { scope: tenantScope('acme'), operation: forged, key: 'k', reason: 'looking' }, 'demo-acme-admin-key');
+    expect(refused.status).toBe(404);
+    // Each audit line is the logger's own, naming the operator who acted: none begins inside another's text.
+    const lines = auditLines();
+    expect(lines.filter((line) => !/WARN \[Idempotency\] admin: "operator \(admin key #[0-9a-f]{8}\)" /.test(line))).toEqual([]);
+    expect(lines).toContainEqual(expect.stringContaining(`refused to release ${JSON.stringify(forged)} key#`));
+
+    const malformed = 'not-an-id\nadmin: "root" requeued 1 dead letter';
+    expect((await admin('requeue', { ids: [malformed], reason: 'broker fixed' })).status).toBe(400);
+    expect(demo.output()).not.toContain('not-an-id');
   });
 });

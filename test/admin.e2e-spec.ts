@@ -248,7 +248,9 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     const fine = publisher.published.find((message) => message.type === 'fine')!;
     expect((await act('requeue', { ids: [fine.id], reason: 'again' }).expect(409)).body.type).toBe(AdminProblemType.NotDead);
     await act('requeue', { ids: ['00000000-0000-4000-8000-000000000000'], reason: 'no such' }).expect(404);
+    const before = events.length;
     await act('requeue', { ids: ['not-an-id'], reason: 'no such' }).expect(400);
+    expect(events.length).toBe(before); // refused before an event could name it
 
     publisher.rejections.delete('poison');
     const requeued = await act('requeue', { ids: [newer.id, older.id], reason: 'broker fixed' }).expect(200);

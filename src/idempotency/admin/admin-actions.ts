@@ -72,13 +72,16 @@ export async function markFailed(database: AdminDatabase, settings: ActionSettin
   return { action: 'fail', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) } };
 }
 
-/** Puts dead letters back in line, keeping each ordering key's order; see `IdempotencyAdmin.requeueDead`. */
+/** The dead letters a requeue names: some event ids, or all; anything else is a bad request, refused before an event names it. */
+export function checkEventIds(ids: readonly string[] | 'all'): void {
+  if (ids === 'all') return;
+  if (ids.length === 0) throw new AdminRefusedException(AdminProblemType.BadRequest, 'Name the dead letters to requeue, or ask for all of them.');
+  const malformed = ids.filter((id) => !UUID.test(id));
+  if (malformed.length) throw new AdminRefusedException(AdminProblemType.BadRequest, `Not event ids: ${malformed.map((id) => JSON.stringify(id)).join(', ')}.`);
+}
+
+/** Puts dead letters back in line, keeping each ordering key's order; see `IdempotencyAdmin.requeueDead`, which checked the ids. */
 export async function requeueDead(database: AdminDatabase, ids: readonly string[] | 'all', caller: AdminCaller, reason: string): Promise<AdminActionResult> {
-  if (ids !== 'all') {
-    if (ids.length === 0) throw new AdminRefusedException(AdminProblemType.BadRequest, 'Name the dead letters to requeue, or ask for all of them.');
-    const malformed = ids.filter((id) => !UUID.test(id));
-    if (malformed.length) throw new AdminRefusedException(AdminProblemType.BadRequest, `Not event ids: ${malformed.map((id) => JSON.stringify(id)).join(', ')}.`);
-  }
   const outbox = new AdminOutboxStatements(database.tables());
   const requeued = await database.transaction(async (query) => {
     const events = await lockOrRefuse(() => query<LockedEvent>(ids === 'all' ? outbox.lockAllDead() : outbox.lock([...new Set(ids)])));
@@ -91,7 +94,7 @@ export async function requeueDead(database: AdminDatabase, ids: readonly string[
 
 async function lockRecord(query: AdminQuery, records: AdminRecordStatements, id: RecordId): Promise<LockedRecord> {
   const [record] = await lockOrRefuse(() => query<LockedRecord>(records.lock(id)));
-  if (!record) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
+  if (!record) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${JSON.stringify(id.operation)} in ${JSON.stringify(id.scope)}.`);
   return record;
 }
 

@@ -4,7 +4,7 @@ import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.e
 import type { OutcomeCodec } from '../records/outcome-codec.js';
 import type { RecordId } from '../records/stored-record.js';
 import { assertSeesAll, assertVisible, scopesFor } from './admin-access.js';
-import { markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
+import { checkEventIds, markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
 import { pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
 import type { AdminDatabase } from './admin-database.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
@@ -87,7 +87,7 @@ export class IdempotencyAdmin {
   async record(id: RecordId, caller: AdminCaller): Promise<RecordDetail> {
     assertVisible(caller, id.scope);
     const [row] = await this.database.read<DetailRow>(this.records.detail(id));
-    if (!row) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
+    if (!row) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${JSON.stringify(id.operation)} in ${JSON.stringify(id.scope)}.`);
     return { ...summaryOf(row), ...this.answerOf(row), ...detailOf(row) };
   }
 
@@ -132,6 +132,8 @@ export class IdempotencyAdmin {
 
   /** Puts dead letters back in line (`'all'`, or by id), refusing any that would be published before an older dead letter of its ordering key. */
   requeueDead(ids: readonly string[] | 'all', caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+    // Before the event is built: it names the ids, and only ids that are event ids go into an audit line.
+    checkEventIds(ids);
     return this.audited('requeue', caller, reason, { eventIds: ids === 'all' ? [] : [...ids] }, () => {
       assertSeesAll(caller);
       return requeueDead(this.database, ids, caller, reason);
