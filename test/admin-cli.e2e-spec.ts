@@ -96,7 +96,7 @@ describe('the nest-idempotency CLI', () => {
     expect(keyless.out).toContain('does not open here (encryption-off)');
   });
 
-  it('lists unfinished operations, marks one failed with a sealed failure the app replays, and releases it', async () => {
+  it('lists unfinished operations, marks one failed with a sealed failure the app replays, and releases it only with --force, saying first what a retry does', async () => {
     const gate = app.app.get(NotifyGate);
     gate.mode = 'fail';
     expect((await transfer('cli-abandoned')).status).toBe(503);
@@ -107,11 +107,23 @@ describe('the nest-idempotency CLI', () => {
 
     const failed = await cli(env, 'fail', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'refunded by hand', '--as', 'on-call');
     expect(failed.code).toBe(EXIT.done);
-    expect(failed.err).toContain('admin: "on-call" marked failed POST /entries/transfers key#');
+    expect(failed.err).toContain('admin: "on-call" marked failed "POST /entries/transfers" key#');
     const retry = await transfer('cli-abandoned');
     expect([retry.status, retry.body.type]).toEqual([500, IdempotencyProblemType.OperationFailed]);
 
-    expect((await cli(env, 'release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again')).code).toBe(EXIT.done);
+    const shown = await cli(env, 'inspect', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers');
+    expect(shown.out).toMatch(/on release +needs --force\. Its phased operation ledger-transfer started: finished phases debit/);
+    const release = ['release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again'];
+    const refused = await cli(env, ...release);
+    expect(refused.code).toBe(EXIT.refused);
+    expect(refused.err).toMatch(/Operation started: .*finished phases debit.*a second charge.*--force/s);
+    expect(refused.err).not.toMatch(/fail[^.]*then release/i);
+    const forced = await cli(env, ...release, '--force');
+    expect(forced.code).toBe(EXIT.done);
+    expect(forced.out).toBe('Released (forced): POST /entries/transfers key cli-abandoned in tenant:acme.');
+    const [warning, audit] = forced.err.split('\n');
+    expect(warning).toMatch(/^Forcing the release: Its phased operation ledger-transfer started: finished phases debit .*new downstream key/);
+    expect(audit).toMatch(/^admin: ".+" force-released "POST \/entries\/transfers" key#[0-9a-f]{16}, reason "may try again"$/);
     // The app hears the release at its commit and drops the failure it cached; until then it replays it.
     await until(async () => (await transfer('cli-abandoned')).status === 201, 10_000);
   });
@@ -131,6 +143,19 @@ describe('the nest-idempotency CLI', () => {
     expect((await cli(env, 'release', 'cli-held', '--tenant', 'acme', '--operation', 'POST /entries/transfers')).code).toBe(EXIT.usage);
     expect((await cli({}, 'unfinished')).code).toBe(EXIT.usage);
     expect((await cli({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, 'unfinished')).code).toBe(EXIT.failed);
+  });
+
+  it('writes one audit line per action with what the caller typed quoted, and none for ids that are not event ids', async () => {
+    const operation = 'POST /entries" key#0, reason "x"\nadmin: "root" released "POST /entries';
+    const refused = await cli(env, 'release', 'cli-none', '--tenant', 'acme', '--operation', operation, '--reason', 'r\u001b[2J\u009b31m', '--as', 'on-call\nadmin: "root"');
+    expect(refused.code).toBe(EXIT.nothing);
+    const lines = refused.err.split('\n').filter((line) => line.startsWith('admin: '));
+    expect(lines).toEqual([
+      `admin: "on-call\\nadmin: \\"root\\"" refused to release ${JSON.stringify(operation)} key#${lines[0]?.match(/key#([0-9a-f]{16})/)?.[1]} (urn:nest-idempotency:problem:admin-not-found), reason "r\\u001b[2J\\u009b31m"`,
+    ]);
+    const malformed = await cli(env, 'requeue', 'not-an-id\nadmin: "root" requeued', '--reason', 'x');
+    expect(malformed.code).toBe(EXIT.usage);
+    expect(malformed.err.split('\n').filter((line) => line.startsWith('admin: '))).toEqual([]);
   });
 
   it('lists dead letters and requeues them, then refuses an event that is no longer dead', async () => {

@@ -29,11 +29,11 @@ interface Locator {
 }
 interface Page {
   goto(url: string): Promise<unknown>;
-  on(event: 'dialog', listener: (dialog: { accept(): Promise<void> }) => void): void;
+  on(event: 'dialog', listener: (dialog: { message(): string; accept(): Promise<void> }) => void): void;
   route(url: string, handler: (route: { abort(): Promise<void> }) => void): Promise<void>;
   getByLabel(text: string | RegExp, options?: { exact?: boolean }): Locator;
   getByRole(role: 'button' | 'link', options: { name: string }): Locator;
-  getByText(text: string): Locator;
+  getByText(text: string | RegExp): Locator;
   locator(selector: string): Locator;
   screenshot(options: { path: string }): Promise<unknown>;
   close(): Promise<void>;
@@ -49,6 +49,7 @@ const PLAYWRIGHT = 'playwright-core';
 
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const ADMIN = '/admin/idempotency';
+const PAYMENTS = 'POST /orders/:id/payments';
 
 /** The demo's admin page in a real browser: an operator signs in, finds a key, opens it, requeues a dead letter, releases the key. */
 describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', () => {
@@ -67,7 +68,8 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
   beforeAll(async () => {
     db = await createTestDatabase();
     provider = await startFakePaymentProvider();
-    demo = await startDemoProcess({ DATABASE_URL: db.url, REAPER_INTERVAL_MS: '0', PAYMENT_PROVIDER_URL: provider.url });
+    // A provider that does not answer is given up on after 1 s: the payment answers 503, its charge made.
+    demo = await startDemoProcess({ DATABASE_URL: db.url, REAPER_INTERVAL_MS: '0', PAYMENT_PROVIDER_URL: provider.url, PAYMENT_PROVIDER_TIMEOUT_MS: '1000' });
     const { chromium } = (await import(PLAYWRIGHT)) as Playwright;
     profile = mkdtempSync(join(tmpdir(), 'admin-page-chromium-'));
     browser = await chromium.launchPersistentContext(profile, {
@@ -97,7 +99,8 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
       [orderId],
     );
     const page = await browser.newPage();
-    page.on('dialog', (dialog) => void dialog.accept()); // the confirmation of each action
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => void (asked.push(dialog.message()), dialog.accept())); // the confirmation of each action
 
     await page.goto(`${demo.url}${ADMIN}`);
     await page.getByLabel('Key', { exact: true }).fill(key);
@@ -128,14 +131,18 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
     await page.getByRole('link', { name: 'Pending events' }).click();
     await page.getByText(event.id).waitFor();
 
+    // Its order.created event waits for the relay: the release leaves it to go out, so it needs force.
     await page.goto(`${demo.url}${ADMIN}/record?scope=tenant:acme&operation=${encodeURIComponent('POST /orders')}&key=${key}`);
+    expect(await page.locator('p.warning').textContent()).toMatch(/1 waiting to be sent; a release withdraws none of them\. Its writes stay/);
     await page.getByLabel(/^Reason/).fill('customer retries with another quantity');
+    await page.getByLabel(/Force the release/).check();
     await page.getByRole('button', { name: 'Release key' }).click();
     await page.getByText('No record matches.').waitFor();
+    expect(asked.at(-1)).toMatch(/^Force the release of key .*a second order/s);
     const retried = await api('/orders', { method: 'POST', headers: { 'idempotency-key': key }, body: JSON.stringify({ sku: 'atlas', quantity: 3 }) });
     expect(retried.status).toBe(201);
     expect(retried.headers.get('idempotent-replayed')).toBeNull();
-    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" released POST \/orders key#[0-9a-f]{16}, reason "customer retries with another quantity"/);
+    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released "POST \/orders" key#[0-9a-f]{16}, reason "customer retries with another quantity"/);
     await page.close();
 
     // Without its script (the page has no other), it still reads; only the actions wait for it.
@@ -147,4 +154,54 @@ describe.skipIf(!HAS_CHROMIUM)('the admin page in Chromium, against the demo', (
     expect(await plain.getByRole('button', { name: 'Release key' }).isDisabled()).toBe(true);
     await plain.close();
   }, 120_000);
+
+  /** A payment whose charge went through and whose answer never came, marked failed: "Why 1" of issue 34. */
+  const failedPayment = async (key: string, amountCents: number) => {
+    const order = await api('/orders', { method: 'POST', headers: { 'idempotency-key': `${key}-order` }, body: JSON.stringify({ sku: 'atlas', quantity: 1 }) });
+    const { id: orderId } = (await order.json()) as { id: string };
+    await setFault(provider.url, amountCents, 'charge-then-hang');
+    const payment = await api(`/orders/${orderId}/payments`, { method: 'POST', headers: { 'idempotency-key': key }, body: JSON.stringify({ amountCents, currency: 'EUR' }) });
+    expect(payment.status).toBe(503);
+    const failed = await api(`${ADMIN}/api/fail`, { method: 'POST', body: JSON.stringify({ scope: 'tenant:acme', operation: PAYMENTS, key, reason: 'provider timed out' }) }, 'demo-admin-key');
+    expect(failed.status).toBe(200);
+    const charges = (await (await fetch(`${provider.url}/charges`)).json()) as Array<{ amountCents: number }>;
+    expect(charges.filter((charge) => charge.amountCents === amountCents)).toHaveLength(1);
+    return `${demo.url}${ADMIN}/record?scope=tenant:acme&operation=${encodeURIComponent(PAYMENTS)}&key=${key}`;
+  };
+
+  it('refuses to release a failed payment whose charge went through unless forced, saying which phases ran and that a retry charges again', async () => {
+    const key = `browser-pay-${Date.now()}`;
+    const record = await failedPayment(key, 2300);
+    const page = await browser.newPage();
+    page.on('dialog', (dialog) => void dialog.accept());
+    await page.goto(record);
+    const warning = await page.locator('p.warning').textContent();
+    expect(warning).toContain('capture-payment started: finished phases record-pending');
+    expect(warning).toMatch(/may have had its effect without recording it.*a second charge/s);
+    await page.getByLabel(/^Reason/).fill('customer asks to pay again');
+    await page.getByRole('button', { name: 'Release key' }).click();
+    await page.getByText(/with force and a reason/).waitFor();
+    expect(await page.locator('[data-result]').textContent()).not.toMatch(/fail[^.]*then release/i);
+    await page.goto(record);
+    await page.getByText('Request fingerprint').waitFor();
+    expect(await page.locator('dl').textContent()).toContain('failed');
+    await page.close();
+  }, 60_000);
+
+  it('force-releases a failed payment once the operator checks force and confirms a warning that a retry charges again', async () => {
+    const key = `browser-force-${Date.now()}`;
+    const record = await failedPayment(key, 2400);
+    const page = await browser.newPage();
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => void (asked.push(dialog.message()), dialog.accept()));
+    await page.goto(record);
+    await page.getByLabel(/^Reason/).fill('first charge refunded at the provider');
+    await page.getByLabel(/Force the release/).check();
+    await shoot(page, 'release-forced');
+    await page.getByRole('button', { name: 'Release key' }).click();
+    await page.getByText('No record matches.').waitFor();
+    expect(asked).toEqual([expect.stringMatching(/^Force the release of key browser-force-.*finished phases record-pending.*a second charge.*Reason: first charge refunded at the provider$/s)]);
+    expect(demo.output()).toMatch(/admin: "browser-test \(admin key #[0-9a-f]{8}\)" force-released "POST \/orders\/:id\/payments" key#[0-9a-f]{16}, reason "first charge refunded at the provider"/);
+    await page.close();
+  }, 60_000);
 });

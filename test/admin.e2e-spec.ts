@@ -131,7 +131,8 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     expect((await entry(key, 'right address')).status).toBe(422);
 
     const released = await act('release', { ...id(key), reason: 'customer corrects the address' }).expect(200);
-    expect(released.body).toMatchObject({ action: 'release', actor: 'root', reason: 'customer corrects the address', record: id(key) });
+    expect(released.body).toMatchObject({ action: 'release', actor: 'root', reason: 'customer corrects the address', record: id(key), effects: { external: false } });
+    expect(released.body.forced).toBeUndefined();
     const corrected = await entry(key, 'right address').expect(201);
     expect(corrected.headers['idempotent-replayed']).toBeUndefined();
     expect(corrected.body.entry).not.toBe(wrong.body.entry);
@@ -160,6 +161,7 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     const running = transfer(held, 'held');
     await until(() => gate.heldCount === 1);
     expect((await act('release', { ...id(held, TRANSFERS), reason: 'stuck?' }).expect(409)).body.type).toBe(AdminProblemType.LeaseLive);
+    expect((await act('release', { ...id(held, TRANSFERS), force: true, reason: 'stuck?' }).expect(409)).body.type).toBe(AdminProblemType.LeaseLive);
     expect((await act('fail', { ...id(held, TRANSFERS), reason: 'stuck?' }).expect(409)).body.type).toBe(AdminProblemType.LeaseLive);
     gate.release();
     expect((await running).status).toBe(201);
@@ -194,7 +196,7 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     await act('release', { ...id(unstarted, TRANSFERS), reason: 'its owner died before it started' }).expect(200);
   });
 
-  it('lists unfinished operations with their phase, lease, owner and attempts, and marks one failed, which every retry then answers', async () => {
+  it('lists unfinished operations with their phase, lease, owner and attempts, and marks one failed, which every retry then answers until a forced release', async () => {
     gate.mode = 'fail';
     const key = newKey('abandoned');
     expect((await transfer(key, 'abandoned')).status).toBe(503);
@@ -216,7 +218,14 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     expect(detail).toMatchObject({ status: 'failed', failureReason: expect.stringContaining('marked failed by root at recovery point debit: the peer lost the request; refunded by hand') });
     expect((await read('unfinished', { scope: ACME }).expect(200)).body.items.map((item: { key: string }) => item.key)).not.toContain(key);
 
-    await act('release', { ...id(key, TRANSFERS), reason: 'customer may try again' }).expect(200);
+    // Failed, its debit and its notification to the peer stay: a release would run them again, so it needs force.
+    const refused = await act('release', { ...id(key, TRANSFERS), reason: 'customer may try again' }).expect(409);
+    expect(refused.body).toMatchObject({ type: AdminProblemType.OperationStarted, detail: expect.stringContaining('finished phases debit') });
+    expect(refused.body.detail).not.toMatch(/fail[^.]*then release/i);
+    expect((await transfer(key, 'abandoned')).status).toBe(500);
+    const forced = await act('release', { ...id(key, TRANSFERS), force: true, reason: 'debit reversed by hand' }).expect(200);
+    expect(forced.body).toMatchObject({ forced: true, effects: { operation: 'ledger-transfer', phases: ['debit'], external: true } });
+    expect(events).toContainEqual(expect.objectContaining({ action: 'release', result: 'done', forced: true, reason: 'debit reversed by hand' }));
     expect((await transfer(key, 'abandoned')).status).toBe(201);
   });
 
@@ -239,7 +248,9 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     const fine = publisher.published.find((message) => message.type === 'fine')!;
     expect((await act('requeue', { ids: [fine.id], reason: 'again' }).expect(409)).body.type).toBe(AdminProblemType.NotDead);
     await act('requeue', { ids: ['00000000-0000-4000-8000-000000000000'], reason: 'no such' }).expect(404);
+    const before = events.length;
     await act('requeue', { ids: ['not-an-id'], reason: 'no such' }).expect(400);
+    expect(events.length).toBe(before); // refused before an event could name it
 
     publisher.rejections.delete('poison');
     const requeued = await act('requeue', { ids: [newer.id, older.id], reason: 'broker fixed' }).expect(200);

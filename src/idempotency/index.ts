@@ -82,7 +82,7 @@ export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError,
 export { IdempotencyAdminModule } from './admin/idempotency-admin.module.js';
 export type { AdminModuleExtras } from './admin/admin.module-definition.js';
 export type { AdminGuardOption, AdminScopes, IdempotencyAdminOptions } from './admin/admin.options.js';
-export { IdempotencyAdmin } from './admin/idempotency-admin.js';
+export { IdempotencyAdmin, type ReleaseOptions } from './admin/idempotency-admin.js';
 export { tenantScope } from './admin/admin-access.js';
 export { AdminProblemType, AdminRefusedException } from './admin/admin.exceptions.js';
 export type {
@@ -96,6 +96,7 @@ export type {
   RecordDetail,
   RecordQuery,
   RecordSummary,
+  RunEffects,
   UnfinishedOperation,
   UnfinishedQuery,
   UnfinishedState,

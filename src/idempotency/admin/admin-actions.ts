@@ -2,12 +2,13 @@ import { isLockTimeout } from '../driver/database-errors.js';
 import { hashKey } from '../events/idempotency-events.js';
 import { operationFailedOutcome } from '../errors/idempotency.exceptions.js';
 import type { OutcomeCodec } from '../records/outcome-codec.js';
-import type { RecordId, ResumeInfo } from '../records/stored-record.js';
+import type { RecordId } from '../records/stored-record.js';
 import { assertVisible } from './admin-access.js';
 import type { AdminDatabase, AdminQuery } from './admin-database.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
 import { AdminOutboxStatements, AdminRecordStatements } from './admin.statements.js';
 import type { AdminActionResult, AdminCaller } from './admin.types.js';
+import { releaseRefusal, runEffectsOf, type RunEffectsRow } from './run-effects.js';
 
 /** What the record actions need besides the database. */
 export interface ActionSettings {
@@ -15,12 +16,10 @@ export interface ActionSettings {
   retention: number;
 }
 
-/** The record as an action finds it, locked. */
-interface LockedRecord {
+/** The record as an action finds it, locked, with what its run did beyond it. */
+interface LockedRecord extends RunEffectsRow {
   status: 'in_progress' | 'completed' | 'failed';
   fingerprint: string;
-  resume: ResumeInfo | null;
-  recovery_point: string | null;
   lease_expires_at: Date | null;
   lease_live: boolean;
 }
@@ -34,25 +33,22 @@ interface LockedEvent {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Deletes a finished record, or an abandoned claim that never started its operation; see `IdempotencyAdmin.release`. */
-export async function releaseKey(database: AdminDatabase, id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+/**
+ * Deletes a record whose lease is not live; one whose run may have had
+ * external effects only when the operator forces it. See `IdempotencyAdmin.release`.
+ */
+export async function releaseKey(database: AdminDatabase, id: RecordId, caller: AdminCaller, reason: string, force: boolean): Promise<AdminActionResult> {
   assertVisible(caller, id.scope);
   const records = new AdminRecordStatements(database.tables());
-  await database.transaction(async (query) => {
+  const effects = await database.transaction(async (query) => {
     const record = await lockRecord(query, records, id);
-    if (record.status === 'in_progress') {
-      refuseLiveLease(record);
-      if (record.resume !== null) {
-        throw new AdminRefusedException(
-          AdminProblemType.OperationStarted,
-          `Its phased operation ${record.resume.operation} started (recovery point ${record.recovery_point ?? 'none yet'}), so its side effects may exist and a retry must resume it, ` +
-            'not start it anew. Let the completer or a retry finish it, or mark it failed (with a reason), then release the failed record.',
-        );
-      }
-    }
+    if (record.status === 'in_progress') refuseLiveLease(record);
+    const effects = runEffectsOf(record);
+    if (effects.external && !force) throw new AdminRefusedException(AdminProblemType.OperationStarted, releaseRefusal(record.status, effects));
     await query(records.release(id));
+    return effects;
   });
-  return { action: 'release', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) } };
+  return { action: 'release', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) }, effects, ...(effects.external ? { forced: true as const } : {}) };
 }
 
 /** Records an unfinished operation whose lease lapsed as failed; see `IdempotencyAdmin.markFailed`. */
@@ -76,13 +72,16 @@ export async function markFailed(database: AdminDatabase, settings: ActionSettin
   return { action: 'fail', actor: caller.actor, reason, record: { ...id, keyHash: hashKey(id) } };
 }
 
-/** Puts dead letters back in line, keeping each ordering key's order; see `IdempotencyAdmin.requeueDead`. */
+/** The dead letters a requeue names: some event ids, or all; anything else is a bad request, refused before an event names it. */
+export function checkEventIds(ids: readonly string[] | 'all'): void {
+  if (ids === 'all') return;
+  if (ids.length === 0) throw new AdminRefusedException(AdminProblemType.BadRequest, 'Name the dead letters to requeue, or ask for all of them.');
+  const malformed = ids.filter((id) => !UUID.test(id));
+  if (malformed.length) throw new AdminRefusedException(AdminProblemType.BadRequest, `Not event ids: ${malformed.map((id) => JSON.stringify(id)).join(', ')}.`);
+}
+
+/** Puts dead letters back in line, keeping each ordering key's order; see `IdempotencyAdmin.requeueDead`, which checked the ids. */
 export async function requeueDead(database: AdminDatabase, ids: readonly string[] | 'all', caller: AdminCaller, reason: string): Promise<AdminActionResult> {
-  if (ids !== 'all') {
-    if (ids.length === 0) throw new AdminRefusedException(AdminProblemType.BadRequest, 'Name the dead letters to requeue, or ask for all of them.');
-    const malformed = ids.filter((id) => !UUID.test(id));
-    if (malformed.length) throw new AdminRefusedException(AdminProblemType.BadRequest, `Not event ids: ${malformed.map((id) => JSON.stringify(id)).join(', ')}.`);
-  }
   const outbox = new AdminOutboxStatements(database.tables());
   const requeued = await database.transaction(async (query) => {
     const events = await lockOrRefuse(() => query<LockedEvent>(ids === 'all' ? outbox.lockAllDead() : outbox.lock([...new Set(ids)])));
@@ -95,7 +94,7 @@ export async function requeueDead(database: AdminDatabase, ids: readonly string[
 
 async function lockRecord(query: AdminQuery, records: AdminRecordStatements, id: RecordId): Promise<LockedRecord> {
   const [record] = await lockOrRefuse(() => query<LockedRecord>(records.lock(id)));
-  if (!record) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
+  if (!record) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${JSON.stringify(id.operation)} in ${JSON.stringify(id.scope)}.`);
   return record;
 }
 

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, Header, HttpCode, Post, Query, Req, type Type, UseFilters, UseGuards } from '@nestjs/common';
 import { IdempotencyFilter } from '../http/idempotency.filter.js';
 import { AdminGuard } from './admin.guard.js';
-import { AdminCallers, eventIdsOf, outboxQueryOf, type Params, reasonOf, recordIdOf, recordQueryOf, unfinishedQueryOf } from './admin-request.js';
+import { AdminCallers, eventIdsOf, forceOf, outboxQueryOf, type Params, reasonOf, recordIdOf, recordQueryOf, unfinishedQueryOf } from './admin-request.js';
 import { IdempotencyAdmin } from './idempotency-admin.js';
 
 /**
@@ -9,7 +9,8 @@ import { IdempotencyAdmin } from './idempotency-admin.js';
  * `forRoot()` (a controller's path is fixed when its class is decorated).
  * Reads are GETs with query parameters (scope, operation and key may hold
  * any character, so they are never path segments); actions are POSTs of a
- * JSON body with a `reason`. Refusals are problem details.
+ * JSON body with a `reason` (and, for a release, `force`). Refusals are
+ * problem details.
  */
 export function adminApiController(path: string, decorators: ClassDecorator[]): Type {
   @Controller(`${path}/api`)
@@ -48,7 +49,7 @@ export function adminApiController(path: string, decorators: ClassDecorator[]): 
     @Post('release')
     @HttpCode(200)
     async release(@Req() request: unknown, @Body() body: Params) {
-      return this.admin.release(recordIdOf(body ?? {}), await this.callers.of(request), reasonOf(body ?? {}));
+      return this.admin.release(recordIdOf(body ?? {}), await this.callers.of(request), reasonOf(body ?? {}), { force: forceOf(body ?? {}) });
     }
 
     @Post('fail')

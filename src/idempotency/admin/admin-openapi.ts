@@ -25,6 +25,14 @@ const RECORD_DETAIL = {
     undecryptable: { type: 'string' }, ownerToken: { type: 'string', nullable: true }, leaseExpiresAt: { type: 'string', format: 'date-time', nullable: true },
     leaseLive: { type: 'boolean' }, recoveryPoint: { type: 'string', nullable: true }, phaseResults: { type: 'object' }, resume: { type: 'object', nullable: true },
     failureReason: { type: 'string', nullable: true }, databaseNow: { type: 'string', format: 'date-time' },
+    effects: {
+      type: 'object',
+      description: 'What its run did beyond the record, which a release leaves in place; `external`: a release needs `force`',
+      properties: {
+        operation: { type: 'string', nullable: true }, phases: { type: 'array', items: { type: 'string' } }, recoveryPoint: { type: 'string', nullable: true },
+        events: { type: 'object', properties: { sent: { type: 'integer' }, pending: { type: 'integer' }, dead: { type: 'integer' } } }, external: { type: 'boolean' },
+      },
+    },
   },
 };
 const UNFINISHED = {
@@ -46,9 +54,16 @@ const EVENT = {
 };
 const RESULT = {
   type: 'object',
-  properties: { action: { type: 'string', enum: ['release', 'fail', 'requeue'] }, actor: { type: 'string' }, reason: { type: 'string' }, record: { type: 'object' }, eventIds: { type: 'array', items: { type: 'string' } } },
+  properties: {
+    action: { type: 'string', enum: ['release', 'fail', 'requeue'] }, actor: { type: 'string' }, reason: { type: 'string' }, record: { type: 'object' }, eventIds: { type: 'array', items: { type: 'string' } },
+    effects: { type: 'object', description: 'release: what the released run left in place' }, forced: { type: 'boolean', description: 'release: done only because `force` was given' },
+  },
 };
 const RECORD_ACTION = { type: 'object', required: ['scope', 'operation', 'key', 'reason'], properties: { scope: { type: 'string', example: 'tenant:acme' }, operation: { type: 'string', example: 'POST /orders' }, key: { type: 'string' }, reason: { type: 'string' } } };
+const RELEASE = {
+  ...RECORD_ACTION,
+  properties: { ...RECORD_ACTION.properties, force: { type: 'boolean', description: 'Release a record whose run may have had external effects (a retry does them again); default false' } },
+};
 const REQUEUE = { type: 'object', required: ['reason'], properties: { ids: { type: 'array', items: { type: 'string', format: 'uuid' } }, all: { type: 'boolean' }, reason: { type: 'string' } } };
 
 type Query = [name: string, description: string, schema?: object];
@@ -67,8 +82,8 @@ const ROUTES: Record<string, { summary: string; query?: Query[]; body?: object; 
   unfinished: { summary: 'Unfinished phased operations, longest lapsed lease first', query: [RECORD_ID[0], RECORD_ID[1], ...PAGING], ok: PAGE(UNFINISHED), refusals: [AdminProblemType.BadRequest, AdminProblemType.ScopeForbidden] },
   outbox: { summary: 'Outbox events pending or dead, oldest first', query: [['state', 'pending or dead (default dead)', { type: 'string', enum: ['pending', 'dead'] }], ...PAGING], ok: PAGE(EVENT), refusals: [AdminProblemType.BadRequest, AdminProblemType.ScopeForbidden] },
   release: {
-    summary: 'Release a key: delete a finished record, or an abandoned claim that never started',
-    body: RECORD_ACTION,
+    summary: 'Release a key: delete its record; one whose run may have had external effects only with force',
+    body: RELEASE,
     ok: RESULT,
     refusals: [AdminProblemType.BadRequest, AdminProblemType.ScopeForbidden, AdminProblemType.NotFound, AdminProblemType.KeyInUse, AdminProblemType.LeaseLive, AdminProblemType.OperationStarted],
   },

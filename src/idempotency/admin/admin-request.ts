@@ -71,6 +71,11 @@ export function reasonOf(params: Params): string {
   return text(params, 'reason') ?? '';
 }
 
+/** Whether a release is forced: `force: true` (or the text `true`, as a form sends it). */
+export function forceOf(params: Params): boolean {
+  return params.force === true || params.force === 'true';
+}
+
 /** The dead letters a requeue names: `ids` (a list, or one id), or `all: true`. */
 export function eventIdsOf(params: Params): readonly string[] | 'all' {
   if (params.all === true || params.all === 'true') return 'all';

@@ -1,6 +1,7 @@
 import { hashKey } from '../events/idempotency-events.js';
 import type { RecordId, ResumeInfo } from '../records/stored-record.js';
 import type { OutboxEventView, RecordDetail, RecordSummary, UnfinishedOperation } from './admin.types.js';
+import { runEffectsOf, type RunEffectsRow } from './run-effects.js';
 
 // The rows the admin's statements answer (admin.statements.ts), and the views it returns of them.
 
@@ -17,8 +18,8 @@ export type SummaryRow = RecordId & {
   /** The last claim a filtered search read, not a match: where the next page starts. */
   window_end?: boolean;
 };
-/** One record, everything it holds. */
-export type DetailRow = SummaryRow & {
+/** One record, everything it holds, and what its run did beyond it. */
+export type DetailRow = SummaryRow & RunEffectsRow & {
   fingerprint: string;
   response_headers: Record<string, string> | null;
   response_body: string | null;
@@ -86,6 +87,7 @@ export function detailOf(row: DetailRow): Omit<RecordDetail, keyof RecordSummary
     phaseResults: row.phase_results,
     resume: row.resume,
     failureReason: row.failure_reason,
+    effects: runEffectsOf(row),
     databaseNow: row.database_now,
   };
 }

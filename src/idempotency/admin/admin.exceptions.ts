@@ -13,7 +13,11 @@ export const AdminProblemType = {
   KeyInUse: 'urn:nest-idempotency:problem:admin-key-in-use',
   /** 409: a phased operation's owner holds a live lease. */
   LeaseLive: 'urn:nest-idempotency:problem:admin-lease-live',
-  /** 409: an abandoned claim whose operation started: its side effects may exist, so its key is not released. */
+  /**
+   * 409: a release without `force` of a record whose run may have had
+   * external effects (a started phased operation, finished phases, outbox
+   * events): a retry after it would do them again. The detail says what ran.
+   */
   OperationStarted: 'urn:nest-idempotency:problem:admin-operation-started',
   /** 409: marking failed a record that is not an unfinished operation. */
   NotUnfinished: 'urn:nest-idempotency:problem:admin-not-unfinished',

@@ -1,4 +1,4 @@
-import { OUTBOX_CHANNEL } from '../outbox/outbox.store.js';
+import { OUTBOX_CHANNEL, runEventIds } from '../outbox/outbox.store.js';
 import type { ModuleTables } from '../records/module-tables.js';
 import type { Statement } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
@@ -90,12 +90,27 @@ function claimTimeConditions(conditions: Conditions, filter: RecordFilter): void
   }
 }
 
+/**
+ * How many events of each transaction of a run the admin looks for: a
+ * transaction's events are numbered from 0, so this finds every run that
+ * added any (the first ones rolled back with a savepoint aside), and counts
+ * up to this many of each.
+ */
+const RUN_EVENTS_LOOKED_FOR = 64;
+
 /** The admin's SQL on `idempotency_records`: its lists, one record, and the locks and writes of `release` and `fail`. */
 export class AdminRecordStatements {
   private readonly records: string;
+  /** The finished phases of the record aliased `r`, and its run's outbox events by state: what a release leaves behind. */
+  private readonly runEffects: string;
 
-  constructor({ records }: ModuleTables) {
+  constructor({ records, outbox }: ModuleTables) {
     this.records = records;
+    const phases = `ARRAY(SELECT jsonb_object_keys(r.phase_results))`;
+    const state = (status: string) => `'${status}', count(*) FILTER (WHERE o.status = '${status}')`;
+    this.runEffects = `${phases} AS phases,
+      (SELECT json_build_object(${state('sent')}, ${state('pending')}, ${state('dead')}) FROM ${outbox} o
+        WHERE o.id = ANY(${runEventIds('r', `ARRAY[''] || ${phases}`, RUN_EVENTS_LOOKED_FOR)})) AS events`;
   }
 
   /**
@@ -169,7 +184,8 @@ export class AdminRecordStatements {
   detail(id: RecordId): Statement {
     return {
       text: `SELECT ${SUMMARY}, fingerprint, response_headers, response_body, owner_token, lease_expires_at,
-                    coalesce(lease_expires_at > now(), false) AS lease_live, recovery_point, phase_results, resume, failure_reason, now() AS database_now
+                    coalesce(lease_expires_at > now(), false) AS lease_live, recovery_point, phase_results, resume, failure_reason, now() AS database_now,
+                    ${this.runEffects}
                FROM ${this.records} r WHERE scope = $1 AND operation = $2 AND key = $3`,
       values: [id.scope, id.operation, id.key],
     };
@@ -202,11 +218,13 @@ export class AdminRecordStatements {
   /**
    * Locks the record for an action, or fails at once (SQLSTATE 55P03) when a
    * transaction in flight holds it: an action never waits behind a request.
+   * With it, what its run did beyond the record, which a release judges.
    */
   lock(id: RecordId): Statement {
     return {
-      text: `SELECT status, fingerprint, resume, recovery_point, lease_expires_at, coalesce(lease_expires_at > now(), false) AS lease_live
-               FROM ${this.records} WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE NOWAIT`,
+      text: `SELECT status, fingerprint, resume, recovery_point, lease_expires_at, coalesce(lease_expires_at > now(), false) AS lease_live,
+                    ${this.runEffects}
+               FROM ${this.records} r WHERE scope = $1 AND operation = $2 AND key = $3 FOR UPDATE NOWAIT`,
       values: [id.scope, id.operation, id.key],
     };
   }

@@ -88,8 +88,32 @@ export interface RecordDetail extends RecordSummary {
   /** The operation and input a phased claim resumes with; null before `claim.run()`. */
   resume: ResumeInfo | null;
   failureReason: string | null;
+  /** What its run did beyond the record, which a release leaves in place: `external` says a release needs `force`. */
+  effects: RunEffects;
   /** The database's clock when the record was read. */
   databaseNow: Date;
+}
+
+/**
+ * What a record's run did, or may have done, beyond the record itself: a
+ * release deletes the record and nothing else, so all of it stays, and the
+ * next request with the key does it again as a new run.
+ */
+export interface RunEffects {
+  /** The phased operation it ran (`claim.run()` stored its input), or null: a one-transaction flow, or a claim that never started. */
+  operation: string | null;
+  /** Finished phases, in no particular order. */
+  phases: string[];
+  recoveryPoint: string | null;
+  /** Outbox events its run added, by state (the first 64 of each of its transactions, found by their derived ids). */
+  events: { sent: number; pending: number; dead: number };
+  /**
+   * Whether any of it may have reached outside the database: a started
+   * phased operation (a phase that was running may have had its effect
+   * without recording it), a finished phase, or an outbox event, sent or
+   * still to be. Releasing such a record needs `force`.
+   */
+  external: boolean;
 }
 
 /** Which unfinished phased operations to list, longest lapsed lease first. */
@@ -150,6 +174,10 @@ export interface AdminActionResult {
   reason: string;
   /** `release` and `fail`: the record acted on. */
   record?: RecordId & { keyHash: string };
+  /** `release`: what the released record's run left in place, as the release found it. */
+  effects?: RunEffects;
+  /** `release`: released although its run may have had external effects, because the operator said `force`. */
+  forced?: true;
   /** `requeue`: the events put back in line, oldest first. */
   eventIds?: string[];
 }

@@ -4,7 +4,7 @@ import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.e
 import type { OutcomeCodec } from '../records/outcome-codec.js';
 import type { RecordId } from '../records/stored-record.js';
 import { assertSeesAll, assertVisible, scopesFor } from './admin-access.js';
-import { markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
+import { checkEventIds, markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
 import { pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
 import type { AdminDatabase } from './admin-database.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
@@ -22,6 +22,12 @@ import type {
   UnfinishedOperation,
   UnfinishedQuery,
 } from './admin.types.js';
+
+/** How a release is asked for. */
+export interface ReleaseOptions {
+  /** Release a record whose run may have had external effects, knowing that a retry does them again. Default false. */
+  force?: boolean;
+}
 
 /** What the admin needs besides its database. */
 export interface AdminSettings {
@@ -81,7 +87,7 @@ export class IdempotencyAdmin {
   async record(id: RecordId, caller: AdminCaller): Promise<RecordDetail> {
     assertVisible(caller, id.scope);
     const [row] = await this.database.read<DetailRow>(this.records.detail(id));
-    if (!row) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${id.operation} in ${id.scope}.`);
+    if (!row) throw new AdminRefusedException(AdminProblemType.NotFound, `No record of key ${JSON.stringify(id.key)} for ${JSON.stringify(id.operation)} in ${JSON.stringify(id.scope)}.`);
     return { ...summaryOf(row), ...this.answerOf(row), ...detailOf(row) };
   }
 
@@ -103,15 +109,17 @@ export class IdempotencyAdmin {
   }
 
   /**
-   * Frees a key: deletes a completed or failed record, or a claim whose lease
-   * lapsed before its operation started. Refused for a live lease, a claim
-   * whose operation started (its side effects may exist: mark it failed
-   * first), and a record a transaction holds right now. Instances running
-   * the admin module drop the key's cached outcome when the release commits.
+   * Frees a key: deletes its record, so that the next request with it runs
+   * as a new operation. Refused for a live lease and a record a transaction
+   * holds right now; and, unless `force` is given, for a record whose run
+   * may have had external effects (`RecordDetail.effects`: a started phased
+   * operation, finished phases, outbox events), since a retry after the
+   * release does them again: a second charge, a second order. Instances
+   * running the admin module drop the key's cached outcome when the release commits.
    */
-  release(id: RecordId, caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+  release(id: RecordId, caller: AdminCaller, reason: string, { force = false }: ReleaseOptions = {}): Promise<AdminActionResult> {
     return this.audited('release', caller, reason, { operation: id.operation, keyHash: hashKey(id) }, async () => {
-      const result = await releaseKey(this.database, id, caller, reason);
+      const result = await releaseKey(this.database, id, caller, reason, force);
       this.settings.released?.(id);
       return result;
     });
@@ -124,6 +132,8 @@ export class IdempotencyAdmin {
 
   /** Puts dead letters back in line (`'all'`, or by id), refusing any that would be published before an older dead letter of its ordering key. */
   requeueDead(ids: readonly string[] | 'all', caller: AdminCaller, reason: string): Promise<AdminActionResult> {
+    // Before the event is built: it names the ids, and only ids that are event ids go into an audit line.
+    checkEventIds(ids);
     return this.audited('requeue', caller, reason, { eventIds: ids === 'all' ? [] : [...ids] }, () => {
       assertSeesAll(caller);
       return requeueDead(this.database, ids, caller, reason);
@@ -154,7 +164,7 @@ export class IdempotencyAdmin {
     try {
       checkAction(caller, reason);
       const result = await run();
-      this.settings.emit({ ...event, ...(result.eventIds ? { eventIds: result.eventIds } : {}) });
+      this.settings.emit({ ...event, ...(result.forced ? { forced: true } : {}), ...(result.eventIds ? { eventIds: result.eventIds } : {}) });
       return result;
     } catch (error) {
       if (error instanceof AdminRefusedException) this.settings.emit({ ...event, result: 'refused', refusal: error.problem.type });

@@ -1,5 +1,6 @@
 import type { AdminActionResult, AdminPage, OutboxEventView, RecordDetail, RecordSummary, UnfinishedOperation } from '../admin/admin.types.js';
 import { jsonText, terminalText } from './terminal-text.js';
+import { releaseConsequences } from '../admin/run-effects.js';
 
 /**
  * Where the CLI writes: its answer to standard output, its audit lines and
@@ -76,6 +77,7 @@ export function writeRecord(streams: CliStreams, record: RecordDetail, json: boo
   if (record.leaseExpiresAt) facts.push(['lease', `${record.leaseLive ? 'live' : 'lapsed'} until ${time(record.leaseExpiresAt)}, owner ${record.ownerToken ?? 'none'}`]);
   if (record.resume) facts.push(['phased operation', record.resume.operation], ['recovery point', record.recoveryPoint ?? 'none']);
   if (record.failureReason) facts.push(['failure reason', record.failureReason]);
+  facts.push(['on release', `${record.effects.external ? 'needs --force. ' : ''}${releaseConsequences(record.status, record.effects)}`]);
   if (record.answer) facts.push(['answer', `${record.answer.status}${record.answer.sealed ? ' (sealed at rest)' : ''} ${JSON.stringify(record.answer.headers)}`], ['body', record.answer.body ?? '(none)']);
   else if (record.undecryptable) facts.push(['answer', `does not open here (${record.undecryptable}): set IDEMPOTENCY_ENCRYPTION_KEYS as the app's keys`]);
   const width = Math.max(...facts.map(([name]) => name.length));
@@ -85,6 +87,6 @@ export function writeRecord(streams: CliStreams, record: RecordDetail, json: boo
 /** What an action did, in a sentence (or as JSON). */
 export function writeResult(streams: CliStreams, result: AdminActionResult, json: boolean): void {
   if (json) return streams.out(jsonText(result));
-  if (result.record) streams.out(terminalText(`${result.action === 'release' ? 'Released' : 'Marked failed'}: ${result.record.operation} key ${result.record.key} in ${result.record.scope}.`));
+  if (result.record) streams.out(terminalText(`${result.action === 'release' ? `Released${result.forced ? ' (forced)' : ''}` : 'Marked failed'}: ${result.record.operation} key ${result.record.key} in ${result.record.scope}.`));
   if (result.eventIds) streams.out(`Requeued ${result.eventIds.length} dead letter(s)${result.eventIds.length ? `: ${result.eventIds.join(', ')}` : ''}.`);
 }

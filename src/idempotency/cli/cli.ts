@@ -6,6 +6,7 @@ import type { AdminCaller, AdminPage } from '../admin/admin.types.js';
 import { adminActionLine } from '../events/admin-action-line.js';
 import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
 import { parseInstant, parseRetention } from './cli-arguments.js';
+import { releaseFromCli } from './cli-release.js';
 import { type CliStreams, EVENT_COLUMNS, RECORD_COLUMNS, UNFINISHED_COLUMNS, writePage, writeRecord, writeResult } from './cli-output.js';
 import { cliProblem, CliProblemType } from './cli-problem.js';
 import { jsonText, terminalText } from './terminal-text.js';
@@ -20,7 +21,7 @@ export const EXIT = {
   usage: 2,
   /** Nothing found: an empty list (0 with --empty-ok), no such record. */
   nothing: 3,
-  /** Refused: the action would break the guarantee (a live lease, a started operation, a key in use, an out-of-order requeue). */
+  /** Refused: the action would break the guarantee (a live lease, a release that needs --force, a key in use, an out-of-order requeue). */
   refused: 4,
 } as const;
 
@@ -148,7 +149,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
     );
 
   for (const [name, description] of [
-    ['release', 'Free a key: delete its finished record, or a claim whose lease lapsed before its operation started'],
+    ['release', 'Free a key: delete its record; one whose run may have had external effects (phases, outbox events) only with --force'],
     ['fail', 'Mark an unfinished phased operation whose lease lapsed as failed'],
   ] as const) {
     program
@@ -160,13 +161,17 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
       .requiredOption('--operation <operation>', 'e.g. "POST /orders"')
       .requiredOption('--reason <text>', 'why: recorded with who asked')
       .option('--as <name>', 'who asks (default: the user running the CLI)')
+      .option('--force', 'release: even a record whose run may have had external effects, which a retry does again (said first)')
       .option('--retention <ms>', 'fail: how long the failure replays when the claim stored no retention of its own (default 24 h, at most 365 days)', parseRetention)
-      .action((key: string, options: ActionOptions & { retention?: number }) =>
+      .action((key: string, options: ActionOptions & { force?: boolean; retention?: number }) =>
         withAdmin(async (admin) => {
           const scope = scopeOf(options);
           if (!scope) throw new UsageError('Name the key\'s --tenant, or its --scope (anonymous for keys without a tenant).');
           const id = { scope, operation: options.operation!, key };
-          const result = name === 'release' ? await admin.release(id, callerOf(options.as), options.reason) : await admin.markFailed(id, callerOf(options.as), options.reason);
+          const result =
+            name === 'release'
+              ? await releaseFromCli(admin, streams, id, callerOf(options.as), options.reason, Boolean(options.force))
+              : await admin.markFailed(id, callerOf(options.as), options.reason);
           writeResult(streams, result, json());
           return EXIT.done;
         }, options.retention)(),

@@ -146,6 +146,8 @@ export interface AdminActionEvent {
   eventIds?: string[];
   /** When refused: the problem's type, e.g. `urn:nest-idempotency:problem:admin-lease-live`. */
   refusal?: string;
+  /** `release`: done only because the operator forced it, its run having had effects a retry does again. */
+  forced?: true;
 }
 
 /** Every event the module emits, told apart by `kind`. */

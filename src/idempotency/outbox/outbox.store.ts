@@ -55,6 +55,24 @@ const orderingLock = (notify: string) => `ordering AS MATERIALIZED (
  */
 const DERIVED_ID = `(substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1) || substr(h, 18, 15))::uuid`;
 
+/** The hash `DERIVED_ID` reads, over the record's columns in scope (scope, operation, key, created_at), the phase and the index. */
+const derivedHash = (phase: string, index: string) =>
+  `encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, ${phase}, ${index}), 'UTF8')), 'hex')`;
+
+/**
+ * The ids `insertForOperation` gave the first `perTransaction` events of each
+ * transaction of a record's run: one transaction per phase named by `phases`
+ * (an SQL `text[]`; `''` is a one-transaction flow's), the run being the
+ * record aliased `record` in the enclosing statement. Looked up on the
+ * primary key, they find what the run added without a scan.
+ */
+export function runEventIds(record: string, phases: string, perTransaction: number): string {
+  return `ARRAY(SELECT ${DERIVED_ID} FROM (
+            SELECT ${derivedHash('p.phase', 'i.n')} AS h
+              FROM (SELECT ${record}.scope, ${record}.operation, ${record}.key, ${record}.created_at) AS run,
+                   unnest(${phases}) AS p(phase), generate_series(0, ${perTransaction - 1}) AS i(n)) AS derived)`;
+}
+
 /** The channel the relay listens on. */
 export const OUTBOX_CHANNEL = 'idempotency_outbox';
 
@@ -63,7 +81,7 @@ const COLUMNS = 'id, type, payload, headers, ordering_key, source_key_hash';
 /** `insertForOperation`'s text, inserting into `outbox` and reading the claim time from `record`. */
 const insertForOperationText = (outbox: string, record: string) => `WITH ${orderingLock('$11')},
              source AS (
-               SELECT encode(sha256(convert_to(concat_ws(E'\\n', scope, operation, key, (extract(epoch FROM created_at) * 1000000)::bigint, $8::text, $9::int), 'UTF8')), 'hex') AS h
+               SELECT ${derivedHash('$8::text', '$9::int')} AS h
                  FROM ${record})
              INSERT INTO ${outbox} (${COLUMNS})
              SELECT ${DERIVED_ID}, $1, $2::jsonb, $3::jsonb, $4, $10 FROM source, ordering

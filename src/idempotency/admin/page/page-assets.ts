@@ -16,7 +16,7 @@ document.addEventListener('submit', async (event) => {
     else body[name] = value;
   }
   if (form.dataset.action === 'requeue' && !body.all && !body.ids) return show(form, 'Select the dead letters to requeue.', false);
-  const question = (event.submitter && event.submitter.dataset.confirm) || form.dataset.confirm;
+  const question = (body.force && form.dataset.confirmForced) || (event.submitter && event.submitter.dataset.confirm) || form.dataset.confirm;
   if (!window.confirm(question + '\\n\\nReason: ' + body.reason)) return;
   const response = await fetch(form.action, {
     method: 'POST',
@@ -72,6 +72,8 @@ pre.body { background: #fff; border: 1px solid var(--line); padding: .6rem; over
 .status.abandoned, .status.unstarted { background: #f7dedc; color: var(--bad); }
 form.action { background: #fff; border: 1px solid var(--line); padding: .8rem; display: flex; flex-direction: column; gap: .6rem; align-items: start; }
 form.action label { align-self: stretch; }
+.warning { background: #fdf0d5; border-left: 3px solid var(--warn); padding: .5rem .8rem; max-width: 60rem; }
+form.action label.force { flex-direction: row; align-items: center; gap: .4rem; color: var(--bad); font-size: 14px; }
 .result.done { color: var(--good); font-weight: 600; }
 .result.refused { color: var(--bad); font-weight: 600; }
 .empty, .note { color: var(--muted); }

@@ -52,12 +52,19 @@ ${content}
 
 /**
  * An action's form: hidden fields naming the target, a required reason, and
- * a button the script enables. The script asks for confirmation, posts the
+ * a button the script enables. The script asks for confirmation (in the
+ * words of `confirmForced` when the form's force box is checked), posts the
  * form as JSON to the API and shows the answer; without it the page stays
  * readable, and the button says what is missing.
  */
-export function actionForm(context: PageContext, action: 'release' | 'fail' | 'requeue', fields: Record<string, string>, options: { confirm: string; button: Markup | string; done: string; extra?: Markup }): Markup {
-  return html`<form class="action" method="post" action="${context.base}/api/${action}" data-action="${action}" data-confirm="${options.confirm}" data-done="${options.done}">
+export function actionForm(
+  context: PageContext,
+  action: 'release' | 'fail' | 'requeue',
+  fields: Record<string, string>,
+  options: { confirm: string; confirmForced?: string; button: Markup | string; done: string; extra?: Markup },
+): Markup {
+  const forced = options.confirmForced === undefined ? '' : html` data-confirm-forced="${options.confirmForced}"`;
+  return html`<form class="action" method="post" action="${context.base}/api/${action}" data-action="${action}" data-confirm="${options.confirm}"${forced} data-done="${options.done}">
   ${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
   ${options.extra}
   <label>Reason (recorded with your name) <textarea name="reason" required maxlength="1000" rows="2"></textarea></label>

@@ -1,4 +1,5 @@
 import type { AdminPage, RecordDetail, RecordQuery, RecordSummary } from '../admin.types.js';
+import { releaseConsequences } from '../run-effects.js';
 import { html, type Markup, query, when } from './html.js';
 import { actionForm, layout, nextLink, type PageContext } from './page-layout.js';
 
@@ -78,20 +79,29 @@ function inputOf(record: RecordDetail): Markup {
 /** Release and mark failed, where the record allows them; the server checks again, on the database's clock. */
 function actionsOf(context: PageContext, record: RecordDetail): Markup {
   const id = { scope: record.scope, operation: record.operation, key: record.key };
-  const back = `${context.base}${query(id)}`;
-  const forms: Markup[] = [];
   if (record.status === 'in_progress' && record.leaseLive) {
     return html`<h2>Actions</h2><p class="note">Its owner holds a live lease until ${when(record.leaseExpiresAt)}: nothing can be done until it finishes or the lease lapses.</p>`;
   }
-  if (record.status !== 'in_progress' || record.resume === null) {
-    forms.push(html`<h3>Release the key</h3><p>Deletes this record: the next request with this key runs as a new operation.</p>
-${actionForm(context, 'release', id, { confirm: `Release key ${record.key} of ${record.scope} (${record.operation})? Its record is deleted.`, button: 'Release key', done: back })}`);
-  }
+  const forms: Markup[] = [releaseOf(context, record, id)];
   if (record.status === 'in_progress') {
     forms.push(html`<h3>Mark failed</h3><p>Records the operation as failed: every retry gets the operation-failed problem until the record expires.</p>
 ${actionForm(context, 'fail', id, { confirm: `Mark ${record.operation} key ${record.key} of ${record.scope} failed? Retries will no longer resume it.`, button: 'Mark failed', done: `${context.base}/record${query(id)}` })}`);
   }
   return html`<h2>Actions</h2>${forms}`;
+}
+
+/**
+ * The release, with what it leaves in place and what a retry after it does.
+ * Where the run may have had external effects, the form has a force box: the
+ * API refuses the release without it, and the confirmation repeats the warning.
+ */
+function releaseOf(context: PageContext, record: RecordDetail, id: Record<string, string>): Markup {
+  const consequences = releaseConsequences(record.status, record.effects);
+  const options = { confirm: `Release key ${record.key} of ${record.scope} (${record.operation})? Its record is deleted.`, button: 'Release key', done: `${context.base}${query(id)}` };
+  if (!record.effects.external) return html`<h3>Release the key</h3><p>${consequences}</p>${actionForm(context, 'release', id, options)}`;
+  const force = html`<label class="force"><input type="checkbox" name="force" value="true"> Force the release: a request with this key after it does all of this again</label>`;
+  const confirmForced = `Force the release of key ${record.key} of ${record.scope} (${record.operation})?\n\n${consequences}`;
+  return html`<h3>Release the key</h3><p class="warning">${consequences}</p>${actionForm(context, 'release', id, { ...options, confirmForced, extra: force })}`;
 }
 
 /** A JSON body indented for reading; any other text as it is. */
