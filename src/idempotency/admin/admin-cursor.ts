@@ -24,7 +24,7 @@ export function recordCursor({ at, scope, operation, key }: RecordPosition): str
 /** The position a cursor names; a cursor this module did not make is a bad request. */
 export function recordPosition(cursor: string): RecordPosition {
   const parts = parse(cursor);
-  if (!Array.isArray(parts) || parts.length !== 4 || !parts.every((part) => typeof part === 'string') || Number.isNaN(Date.parse(parts[0]))) throw badCursor();
+  if (!Array.isArray(parts) || parts.length !== 4 || !parts.every(isStorableText) || !isPrintedInstant(parts[0])) throw badCursor();
   const [at, scope, operation, key] = parts as string[];
   return { at, scope, operation, key };
 }
@@ -34,10 +34,13 @@ export function seqCursor(seq: string): string {
   return Buffer.from(JSON.stringify([seq])).toString('base64url');
 }
 
+/** The largest `seq` a bigint holds. */
+const MAX_SEQ = 2n ** 63n - 1n;
+
 /** The `seq` an outbox cursor names; a cursor this module did not make is a bad request. */
 export function seqPosition(cursor: string): string {
   const parts = parse(cursor);
-  if (!Array.isArray(parts) || parts.length !== 1 || typeof parts[0] !== 'string' || !/^\d{1,19}$/.test(parts[0])) throw badCursor();
+  if (!Array.isArray(parts) || parts.length !== 1 || typeof parts[0] !== 'string' || !/^\d{1,19}$/.test(parts[0]) || BigInt(parts[0]) > MAX_SEQ) throw badCursor();
   return parts[0];
 }
 
@@ -48,6 +51,22 @@ export function pageSize(limit: number | undefined): number {
     throw new AdminRefusedException(AdminProblemType.BadRequest, `limit must be an integer from 1 to ${MAX_PAGE}, got ${limit}.`);
   }
   return limit;
+}
+
+/** Text PostgreSQL can take as a parameter: a string without NUL. */
+function isStorableText(part: unknown): part is string {
+  return typeof part === 'string' && !part.includes('\0');
+}
+
+/**
+ * An instant as the statements print positions (`to_char`, to the
+ * microsecond, in UTC), of a real calendar day: `Date.parse` takes `2020`
+ * and rolls February 30 over, timestamptz refuses both.
+ */
+function isPrintedInstant(at: string): boolean {
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(at)) return false;
+  const date = new Date(at);
+  return !Number.isNaN(date.getTime()) && date.getUTCFullYear() >= 1 && date.toISOString().slice(0, 19) === at.slice(0, 19);
 }
 
 function parse(cursor: string): unknown {
