@@ -1,5 +1,5 @@
 import { AdminRefusedException } from './admin.exceptions.js';
-import { pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
+import { keySearchCursor, keySearchPosition, pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
 
 describe('admin cursors', () => {
   it('give back the position they were made from, whatever a key or scope holds', () => {
@@ -9,6 +9,26 @@ describe('admin cursors', () => {
   });
 
   const encoded = (parts: unknown) => Buffer.from(JSON.stringify(parts)).toString('base64url');
+
+  it.each([
+    ['the first window', {}],
+    ['a later window', { from: { scope: 'tenant:a', operation: 'POST /orders' } }],
+    [
+      'a later page of a window',
+      { from: { scope: 'tenant:a', operation: 'POST /orders' }, to: { scope: 'tenant:z\u00e9', operation: 'PUT /x' }, after: { at: '2026-01-01T12:00:00.123456Z', scope: 'tenant:b', operation: 'POST /orders', key: 'k' } },
+    ],
+  ])('give back where a key search across every scope stood: %s', (_case, position) => {
+    expect(keySearchPosition(keySearchCursor(position))).toEqual(position);
+  });
+
+  it.each([
+    ['a record cursor', recordCursor({ at: '2026-01-01T12:00:00.123456Z', scope: 's', operation: 'o', key: 'k' })],
+    ['a pair with a NUL', encoded(['pairs', ['s\u0000', 'o'], null, null])],
+    ['a pair of another shape', encoded(['pairs', ['s'], null, null])],
+    ['a position at a bare year', encoded(['pairs', null, null, ['2020', 's', 'o', 'k']])],
+  ])('refuse %s as a key search cursor', (_case, cursor) => {
+    expect(() => keySearchPosition(cursor)).toThrow(AdminRefusedException);
+  });
 
   it.each([
     ['not base64 JSON', '%%%'],

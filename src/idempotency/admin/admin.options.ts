@@ -30,6 +30,20 @@ export interface IdempotencyAdminOptions {
    * Actions are refused when it names nobody.
    */
   actor?: (request: any) => string | undefined;
+  /**
+   * How long one of the admin's statements may run, in milliseconds, before
+   * PostgreSQL cancels it (`SET LOCAL statement_timeout`) and the request
+   * gets 503 `admin-timeout`; a statement waiting for one of the admin's
+   * `connections` waits as long at most (then 503 `admin-busy`). Default 5000.
+   */
+  statementTimeout?: number;
+  /**
+   * How many of the app's pool connections the admin's statements hold at
+   * once, at most; the rest wait their turn in the admin's own queue. The
+   * module refuses to start unless it leaves the app at least one of its
+   * pool's. Default 1.
+   */
+  connections?: number;
 }
 
 /** The options as the module runs with them: every default applied. */
@@ -37,6 +51,8 @@ export interface ResolvedAdminOptions {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> | Observable<boolean>;
   scopes(request: unknown): AdminScopes | Promise<AdminScopes>;
   actor(request: unknown): string | undefined;
+  statementTimeout: number;
+  connections: number;
 }
 
 /** The one place the admin's defaults live; a missing guard fails the boot with the fix. */
@@ -50,7 +66,19 @@ export function resolveAdminOptions(options: IdempotencyAdminOptions): ResolvedA
         "IdempotencyAdminModule.forRoot({ path: 'admin/idempotency', guard: (context) => context.switchToHttp().getRequest().user?.roles?.includes('admin') }).",
     );
   }
-  return { canActivate, scopes: options.scopes ?? (() => 'all'), actor: options.actor ?? actorOfUser };
+  return {
+    canActivate,
+    scopes: options.scopes ?? (() => 'all'),
+    actor: options.actor ?? actorOfUser,
+    statementTimeout: positiveInteger(options, 'statementTimeout', 5_000),
+    connections: positiveInteger(options, 'connections', 1),
+  };
+}
+
+function positiveInteger(options: IdempotencyAdminOptions, name: 'statementTimeout' | 'connections', fallback: number): number {
+  const value = options[name] ?? fallback;
+  if (Number.isSafeInteger(value) && value >= 1) return value;
+  throw new IdempotencyConfigurationError(`IdempotencyAdminModule: \`${name}\` must be a positive integer, got ${JSON.stringify(value)}; leave it out for its default, ${fallback}.`);
 }
 
 function actorOfUser(request: unknown): string | undefined {
