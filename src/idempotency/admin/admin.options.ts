@@ -1,9 +1,9 @@
-import type { CanActivate, ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import { type AdminGuardOption, appGuardOf, type GuardFactory } from './admin-app-guard.js';
 
-/** Lets a request into the admin or not: a guard instance, or the function a guard's `canActivate` would be. */
-export type AdminGuardOption = CanActivate | ((context: ExecutionContext) => boolean | Promise<boolean> | Observable<boolean>);
+export type { AdminGuardOption } from './admin-app-guard.js';
 
 /** The scopes a caller may see: `'all'`, or a list built with `tenantScope()`. */
 export type AdminScopes = 'all' | readonly string[];
@@ -55,17 +55,13 @@ export interface ResolvedAdminOptions {
   connections: number;
 }
 
-/** The one place the admin's defaults live; a missing guard fails the boot with the fix. */
-export function resolveAdminOptions(options: IdempotencyAdminOptions): ResolvedAdminOptions {
-  const guard = options?.guard;
-  const canActivate = typeof guard === 'function' ? guard : typeof guard?.canActivate === 'function' ? guard.canActivate.bind(guard) : undefined;
-  if (!canActivate) {
-    throw new IdempotencyConfigurationError(
-      'IdempotencyAdminModule refuses to start without a guard: its pages and API show recorded answers and free keys. ' +
-        'Pass `guard`, a CanActivate or a function of the ExecutionContext that lets only operators through, e.g. ' +
-        "IdempotencyAdminModule.forRoot({ path: 'admin/idempotency', guard: (context) => context.switchToHttp().getRequest().user?.roles?.includes('admin') }).",
-    );
-  }
+/**
+ * The one place the admin's defaults live; a missing guard, or a guard class
+ * that cannot be created (`create`: in the admin module's injector), fails
+ * the boot with the fix.
+ */
+export async function resolveAdminOptions(options: IdempotencyAdminOptions, create: GuardFactory): Promise<ResolvedAdminOptions> {
+  const canActivate = await appGuardOf(options?.guard, create);
   return {
     canActivate,
     scopes: options.scopes ?? (() => 'all'),

@@ -15,7 +15,7 @@ import { AdminCallers } from './admin-request.js';
 import { AdminSchemaCheck } from './admin-schema.check.js';
 import { AdminGuard } from './admin.guard.js';
 import { ADMIN_MODULE_OPTIONS, ConfigurableAdminModule } from './admin.module-definition.js';
-import { resolveAdminOptions, type ResolvedAdminOptions } from './admin.options.js';
+import { type IdempotencyAdminOptions, resolveAdminOptions, type ResolvedAdminOptions } from './admin.options.js';
 import { ADMIN_CONTROLLERS, RESOLVED_ADMIN_OPTIONS } from './admin.tokens.js';
 import { IdempotencyAdmin } from './idempotency-admin.js';
 import { ReleasedKeysListener } from './released-keys.listener.js';
@@ -71,7 +71,12 @@ function adminFactory(
  */
 @Module({
   providers: [
-    { provide: RESOLVED_ADMIN_OPTIONS, useFactory: resolveAdminOptions, inject: [ADMIN_MODULE_OPTIONS] },
+    {
+      provide: RESOLVED_ADMIN_OPTIONS,
+      // A guard class is created here, with what it injects from the admin module's imports and the global modules.
+      useFactory: (options: IdempotencyAdminOptions, moduleRef: ModuleRef) => resolveAdminOptions(options, (guard) => moduleRef.create(guard)),
+      inject: [ADMIN_MODULE_OPTIONS, ModuleRef],
+    },
     // The DataSource IdempotencyModule serves, looked up from the same option: that module keeps its own to itself.
     IdempotencyDataSource,
     AdminSchemaCheck,
