@@ -41,7 +41,7 @@ export async function appGuardOf(guard: AdminGuardOption | undefined, create: Gu
   throw new IdempotencyConfigurationError(
     'IdempotencyAdminModule refuses to start without a guard: its pages and API show recorded answers and free keys. ' +
       'Pass `guard`, a CanActivate class or instance, or a function of the ExecutionContext that lets only operators through, e.g. ' +
-      "IdempotencyAdminModule.forRoot({ path: 'admin/idempotency', guard: (context) => context.switchToHttp().getRequest().user?.roles?.includes('admin') }).",
+      "IdempotencyAdminModule.forRoot({ path: 'admin/idempotency', guard: (context) => context.switchToHttp().getRequest().user?.roles?.includes('admin'), scopes: 'all' }).",
   );
 }
 

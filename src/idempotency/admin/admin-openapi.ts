@@ -59,8 +59,10 @@ const RESULT = {
 const RECORD_ACTION = { type: 'object', required: ['scope', 'operation', 'key', 'reason'], properties: { scope: { type: 'string', example: 'tenant:acme' }, operation: { type: 'string', example: 'POST /orders' }, key: { type: 'string' }, reason: { type: 'string' } } };
 const REQUEUE = { type: 'object', required: ['reason'], properties: { ids: { type: 'array', items: { type: 'string', format: 'uuid' } }, all: { type: 'boolean' }, reason: { type: 'string' } } };
 
-/** What any route may answer, its statements being bounded: a statement past `statementTimeout`, no connection of the admin's free in time. */
-const BOUNDED = [AdminProblemType.Timeout, AdminProblemType.Busy];
+/** What any route may answer: the app's guard's no, a statement past `statementTimeout`, no connection of the admin's free in time. */
+const EVERY_ROUTE = [AdminProblemType.Forbidden, AdminProblemType.Timeout, AdminProblemType.Busy];
+/** What the admin's gate refuses of an action. */
+const EVERY_ACTION = [AdminProblemType.CrossSite, AdminProblemType.NotJson];
 
 type Query = [name: string, description: string, schema?: object];
 const PAGING: Query[] = [['cursor', 'A list\'s `next`, for the page after it'], ['limit', 'Items per page, 1 to 200 (default 50)', { type: 'integer' }]];
@@ -116,7 +118,7 @@ export async function documentAdminApi([api, page]: readonly Type[]): Promise<vo
     if (route.body) decorate(swagger.ApiBody({ schema: route.body }));
     decorate(swagger.ApiResponse({ status: 200, description: 'OK', schema: route.ok }));
     const byStatus = new Map<number, string[]>();
-    for (const type of [...route.refusals, ...BOUNDED]) byStatus.set(adminProblemStatus(type), [...(byStatus.get(adminProblemStatus(type)) ?? []), type]);
+    for (const type of [...route.refusals, ...EVERY_ROUTE, ...(route.body ? EVERY_ACTION : [])]) byStatus.set(adminProblemStatus(type), [...(byStatus.get(adminProblemStatus(type)) ?? []), type]);
     for (const [status, types] of byStatus) {
       decorate(swagger.ApiResponse({ status, description: `Refused: ${types.join(', ')}`, content: { 'application/problem+json': { schema: PROBLEM } } }));
     }

@@ -14,16 +14,20 @@ export interface IdempotencyAdminOptions {
    * Required: who may use the admin's API and page. The module refuses to
    * start without one. It runs after the app's global guards, so it may
    * read what they set (`request.user`), and throws or answers false to
-   * refuse (a 401 with `WWW-Authenticate: Basic` lets a browser sign in).
+   * refuse: false answers 403 `admin-forbidden`, and what it throws is
+   * answered as the app answers it (a 401 with `WWW-Authenticate: Basic`
+   * lets a browser sign in).
    */
   guard: AdminGuardOption;
   /**
-   * The tenant scopes the request's caller may see and act on, e.g.
-   * `(req) => req.user.isStaff ? 'all' : [tenantScope(req.user.tenantId)]`.
-   * A caller limited to some scopes never sees the outbox, whose events carry
-   * no tenant. Default `'all'`: whoever the guard lets in sees everything.
+   * Required: the tenant scopes the request's caller may see and act on,
+   * e.g. `(req) => req.user.isStaff ? 'all' : [tenantScope(req.user.tenantId)]`,
+   * or `'all'` written out where everyone the guard lets in may see every
+   * tenant. The module refuses to start without it, since a guard that means
+   * "is signed in" would otherwise show every tenant to every user. A caller
+   * limited to some scopes never sees the outbox, whose events carry no tenant.
    */
-  scopes?: (request: any) => AdminScopes | Promise<AdminScopes>;
+  scopes: 'all' | ((request: any) => AdminScopes | Promise<AdminScopes>);
   /**
    * Who is asking, named in every action's event and log line. Default: the
    * first of `request.user`'s `username`, `email`, `name`, `sub` and `id`.
@@ -56,19 +60,30 @@ export interface ResolvedAdminOptions {
 }
 
 /**
- * The one place the admin's defaults live; a missing guard, or a guard class
- * that cannot be created (`create`: in the admin module's injector), fails
- * the boot with the fix.
+ * The one place the admin's defaults live; a missing guard or `scopes`, or a
+ * guard class that cannot be created (`create`: in the admin module's
+ * injector), fails the boot with the fix.
  */
 export async function resolveAdminOptions(options: IdempotencyAdminOptions, create: GuardFactory): Promise<ResolvedAdminOptions> {
   const canActivate = await appGuardOf(options?.guard, create);
   return {
     canActivate,
-    scopes: options.scopes ?? (() => 'all'),
+    scopes: scopesOf(options.scopes),
     actor: options.actor ?? actorOfUser,
     statementTimeout: positiveInteger(options, 'statementTimeout', 5_000),
     connections: positiveInteger(options, 'connections', 1),
   };
+}
+
+/** `scopes` as stated: no default, since the one that shows every tenant would be the wrong one for a guard that means "is signed in". */
+function scopesOf(scopes: IdempotencyAdminOptions['scopes'] | undefined): ResolvedAdminOptions['scopes'] {
+  if (scopes === 'all') return () => 'all';
+  if (typeof scopes === 'function') return scopes;
+  throw new IdempotencyConfigurationError(
+    `IdempotencyAdminModule refuses to start without \`scopes\`${scopes === undefined ? '' : ` (got ${JSON.stringify(scopes)})`}: whoever its guard lets in would see every tenant's records. ` +
+      "State which tenants a caller may see: a function of the request, e.g. scopes: (request) => (request.user.staff ? 'all' : [tenantScope(request.user.tenantId)]), " +
+      "or scopes: 'all' where everyone the guard lets in may see every tenant.",
+  );
 }
 
 function positiveInteger(options: IdempotencyAdminOptions, name: 'statementTimeout' | 'connections', fallback: number): number {
