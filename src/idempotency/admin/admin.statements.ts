@@ -76,9 +76,10 @@ export const SEARCH_WINDOW = 10_000;
 
 /**
  * How many (scope, operation) pairs a key search across every scope walks at
- * most per page, in the primary key's order: a lookup of the key under each,
- * about 10 µs apiece, so a page stays near 100 ms whatever the number of
- * tenants; the page's cursor carries on with the following pairs.
+ * most per page, in the primary key's order: an index descent and a lookup
+ * of the key under each, 10 to 40 µs apiece, so a page takes 0.1 to 0.4 s
+ * whatever the number of tenants (docs/admin.md has the figures at 200,000);
+ * the page's cursor carries on with the following pairs.
  */
 export const KEY_SEARCH_WINDOW = 10_000;
 
