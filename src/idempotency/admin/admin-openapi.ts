@@ -6,7 +6,15 @@ type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiTags' | 'ApiOperation'
 const loadSwagger = (): Promise<Swagger> => import('@nestjs/swagger');
 
 const PROBLEM = { type: 'object', required: ['type', 'title', 'status', 'detail'], properties: { type: { type: 'string', format: 'uri' }, title: { type: 'string' }, status: { type: 'integer' }, detail: { type: 'string' } } };
-const PAGE = (item: object) => ({ type: 'object', required: ['items'], properties: { items: { type: 'array', items: item }, next: { type: 'string', description: 'The next page\'s `cursor`; absent on the last page' } } });
+const PAGE = (item: object) => ({
+  type: 'object',
+  required: ['items'],
+  properties: {
+    items: { type: 'array', items: item },
+    next: { type: 'string', description: 'The next page\'s `cursor`; absent on the last page' },
+    partial: { type: 'boolean', description: 'The search stopped early, after its window, with fewer matches than a page: `next` searches on' },
+  },
+});
 const RECORD = {
   type: 'object',
   properties: {
@@ -66,6 +74,11 @@ const RELEASE = {
 };
 const REQUEUE = { type: 'object', required: ['reason'], properties: { ids: { type: 'array', items: { type: 'string', format: 'uuid' } }, all: { type: 'boolean' }, reason: { type: 'string' } } };
 
+/** What any route may answer: the app's guard's no, a statement past `statementTimeout`, no connection of the admin's free in time. */
+const EVERY_ROUTE = [AdminProblemType.Forbidden, AdminProblemType.Timeout, AdminProblemType.Busy];
+/** What the admin's gate refuses of an action. */
+const EVERY_ACTION = [AdminProblemType.CrossSite, AdminProblemType.NotJson];
+
 type Query = [name: string, description: string, schema?: object];
 const PAGING: Query[] = [['cursor', 'A list\'s `next`, for the page after it'], ['limit', 'Items per page, 1 to 200 (default 50)', { type: 'integer' }]];
 const RECORD_ID: Query[] = [['scope', 'The tenant scope, e.g. tenant:acme'], ['operation', 'e.g. POST /orders'], ['key', 'The idempotency key']];
@@ -120,7 +133,7 @@ export async function documentAdminApi([api, page]: readonly Type[]): Promise<vo
     if (route.body) decorate(swagger.ApiBody({ schema: route.body }));
     decorate(swagger.ApiResponse({ status: 200, description: 'OK', schema: route.ok }));
     const byStatus = new Map<number, string[]>();
-    for (const type of route.refusals) byStatus.set(adminProblemStatus(type), [...(byStatus.get(adminProblemStatus(type)) ?? []), type]);
+    for (const type of [...route.refusals, ...EVERY_ROUTE, ...(route.body ? EVERY_ACTION : [])]) byStatus.set(adminProblemStatus(type), [...(byStatus.get(adminProblemStatus(type)) ?? []), type]);
     for (const [status, types] of byStatus) {
       decorate(swagger.ApiResponse({ status, description: `Refused: ${types.join(', ')}`, content: { 'application/problem+json': { schema: PROBLEM } } }));
     }

@@ -19,15 +19,23 @@ export class AdminCallers {
   async of(request: unknown): Promise<AdminCaller> {
     const scopes = await this.options.scopes(request);
     if (scopes !== 'all' && !Array.isArray(scopes)) throw new TypeError(`IdempotencyAdminModule: scopes() must answer 'all' or a list of scopes, got ${JSON.stringify(scopes)}`);
-    return { actor: this.options.actor(request) ?? '', scopes };
+    const actor = this.options.actor(request) ?? '';
+    // An actor may come from free text (a Basic user name), and `fail` writes it into failure_reason, where a NUL fails the statement.
+    if (actor.includes('\0')) throw bad('The actor this request names (the admin module\'s `actor`) holds a NUL character: sign in under another name.');
+    return { actor, scopes };
   }
 }
 
-/** A text parameter, absent when empty; anything but one string is a bad request. */
+/**
+ * A text parameter, absent when empty; anything but one string is a bad
+ * request, and so is a NUL character: PostgreSQL's text cannot hold one, so
+ * no record, scope or reason has one, and the statement would fail.
+ */
 export function text(params: Params, name: string): string | undefined {
   const value = params[name];
   if (value === undefined || value === '') return undefined;
   if (typeof value !== 'string') throw bad(`${name} must be given once, as text.`);
+  if (value.includes('\0')) throw bad(`${name} holds a NUL character, which PostgreSQL's text cannot store: no record has one.`);
   return value;
 }
 
@@ -89,13 +97,30 @@ function pageOf(params: Params): { cursor?: string; limit?: number } {
   return { cursor: text(params, 'cursor'), limit: limit === undefined ? undefined : Number(limit) };
 }
 
-/** An ISO 8601 instant; one without a zone is read as UTC, as the page's fields give it. */
+/** An ISO 8601 date, with a time and a zone or not: what `Date` would also take in other shapes (`2020`, `June 1`) is refused. */
+const ISO_INSTANT = /^(\d{4}-\d\d-\d\d)(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?([zZ]|[+-]\d\d:?\d\d)?$/;
+
+/**
+ * An ISO 8601 instant from year 1 to 9999; one without a zone is read as
+ * UTC, as the page's fields give it. `Date` reaches years PostgreSQL's
+ * timestamptz does not (-271821), and rolls 2025-02-30 over to March.
+ */
 function instant(params: Params, name: string): Date | undefined {
   const value = text(params, name);
   if (value === undefined) return undefined;
-  const date = new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value}Z`);
-  if (Number.isNaN(date.getTime())) throw bad(`${name} must be an ISO 8601 instant, e.g. 2025-06-01T12:00:00Z; got ${JSON.stringify(value)}.`);
+  const [, day, zone] = ISO_INSTANT.exec(value) ?? [];
+  const date = new Date(zone ? value : `${value}Z`);
+  const year = date.getUTCFullYear();
+  if (day === undefined || Number.isNaN(date.getTime()) || year < 1 || year > 9999 || !isCalendarDay(day)) {
+    throw bad(`${name} must be an ISO 8601 instant from year 1 to 9999, e.g. 2025-06-01T12:00:00Z; got ${JSON.stringify(value)}.`);
+  }
   return date;
+}
+
+/** Whether `YYYY-MM-DD` names a day of the calendar, not one `Date` would roll over. */
+function isCalendarDay(day: string): boolean {
+  const date = new Date(`${day}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
 }
 
 const bad = (detail: string) => new AdminRefusedException(AdminProblemType.BadRequest, detail);

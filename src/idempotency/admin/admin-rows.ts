@@ -18,6 +18,12 @@ export type SummaryRow = RecordId & {
   /** The last claim a filtered search read, not a match: where the next page starts. */
   window_end?: boolean;
 };
+/**
+ * A key search's row: a record found, or (`key` null) none, and the last
+ * (scope, operation) pair a search across every scope walked when it walked
+ * its whole window.
+ */
+export type KeySearchRow = (SummaryRow | { [column in keyof SummaryRow]: null }) & { window_scope: string | null; window_operation: string | null };
 /** One record, everything it holds, and what its run did beyond it. */
 export type DetailRow = SummaryRow & RunEffectsRow & {
   fingerprint: string;

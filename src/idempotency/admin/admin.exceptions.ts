@@ -5,8 +5,18 @@ import { IdempotencyProblem } from '../errors/idempotency.exceptions.js';
 export const AdminProblemType = {
   /** 400: a filter, cursor, id or reason that does not parse. */
   BadRequest: 'urn:nest-idempotency:problem:admin-bad-request',
+  /** 403: the app's guard (the admin module's `guard`) did not let the request in. */
+  Forbidden: 'urn:nest-idempotency:problem:admin-forbidden',
+  /** 403: an action posted from another site than the admin page's. */
+  CrossSite: 'urn:nest-idempotency:problem:admin-cross-site',
+  /** 415: an action sent as anything but JSON. */
+  NotJson: 'urn:nest-idempotency:problem:admin-not-json',
   /** 403: a tenant scope the caller may not see, or the outbox (its events carry no tenant) for a caller limited to some. */
   ScopeForbidden: 'urn:nest-idempotency:problem:admin-scope-forbidden',
+  /** 503: a statement ran past the admin's `statementTimeout` and was cancelled; nothing was changed. */
+  Timeout: 'urn:nest-idempotency:problem:admin-timeout',
+  /** 503: every connection of the admin's `connections` stayed busy for as long as a statement may run. */
+  Busy: 'urn:nest-idempotency:problem:admin-busy',
   /** 404: no such record (or event). */
   NotFound: 'urn:nest-idempotency:problem:admin-not-found',
   /** 409: a transaction in flight holds the record: a request, a local phase, a takeover. */
@@ -29,7 +39,12 @@ export const AdminProblemType = {
 
 const TITLES: Record<string, [HttpStatus, string]> = {
   [AdminProblemType.BadRequest]: [HttpStatus.BAD_REQUEST, 'Bad admin request'],
+  [AdminProblemType.Forbidden]: [HttpStatus.FORBIDDEN, 'Not let into the admin'],
+  [AdminProblemType.CrossSite]: [HttpStatus.FORBIDDEN, 'Admin action from another site'],
+  [AdminProblemType.NotJson]: [HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'Admin action not JSON'],
   [AdminProblemType.ScopeForbidden]: [HttpStatus.FORBIDDEN, 'Scope not visible to this caller'],
+  [AdminProblemType.Timeout]: [HttpStatus.SERVICE_UNAVAILABLE, 'Admin statement timed out'],
+  [AdminProblemType.Busy]: [HttpStatus.SERVICE_UNAVAILABLE, 'Admin busy'],
   [AdminProblemType.NotFound]: [HttpStatus.NOT_FOUND, 'Not found'],
   [AdminProblemType.KeyInUse]: [HttpStatus.CONFLICT, 'Key in use'],
   [AdminProblemType.LeaseLive]: [HttpStatus.CONFLICT, 'Lease still live'],

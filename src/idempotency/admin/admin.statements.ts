@@ -2,7 +2,7 @@ import { OUTBOX_CHANNEL, runEventIds } from '../outbox/outbox.store.js';
 import type { ModuleTables } from '../records/module-tables.js';
 import type { Statement } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { RecordPosition } from './admin-cursor.js';
+import type { KeySearchPosition, RecordPosition, ScopePair } from './admin-cursor.js';
 
 /**
  * Every statement of the admin, on both tables: what operators read
@@ -73,6 +73,15 @@ class Conditions {
  * oldest one read.
  */
 export const SEARCH_WINDOW = 10_000;
+
+/**
+ * How many (scope, operation) pairs a key search across every scope walks at
+ * most per page, in the primary key's order: an index descent and a lookup
+ * of the key under each, 10 to 40 µs apiece, so a page takes 0.1 to 0.4 s
+ * whatever the number of tenants (docs/admin.md has the figures at 200,000);
+ * the page's cursor carries on with the following pairs.
+ */
+export const KEY_SEARCH_WINDOW = 10_000;
 
 /** Newest claim first; the primary key breaks ties. */
 const NEWEST_FIRST = 'ORDER BY r.created_at DESC, r.scope DESC, r.operation DESC, r.key DESC';
@@ -146,38 +155,67 @@ export class AdminRecordStatements {
    * for, newest first. The primary key leads with scope and operation, so
    * the statement walks their distinct values (a skip scan: one index
    * descent for each) and looks the key up under each pair: its cost grows
-   * with the number of tenants and operations, never with the rows.
+   * with the number of tenants and operations, never with the rows. Across
+   * every scope (`filter.scopes` undefined) it walks `KEY_SEARCH_WINDOW`
+   * pairs at most, those of `window`, and answers the last one it walked
+   * (`window_scope`, `window_operation`) when it walked that many, for the
+   * next page to start after. It answers one row with no record when none
+   * matches, so that the window's end still comes back.
    */
-  byKey(filter: RecordFilter & { key: string }, limit: number): Statement {
+  byKey(filter: RecordFilter & { key: string }, limit: number, window: KeySearchPosition = {}): Statement {
     const conditions = new Conditions();
     const key = conditions.param(filter.key);
-    const scopes = filter.scopes
-      ? `scopes(scope) AS (SELECT unnest(${conditions.param(filter.scopes)}::text[]))`
-      : `scopes(scope) AS (
-           (SELECT scope FROM ${this.records} ORDER BY scope LIMIT 1)
-           UNION ALL
-           SELECT (SELECT r.scope FROM ${this.records} r WHERE r.scope > s.scope ORDER BY r.scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL)`;
-    const pairs = filter.operation
-      ? `pairs(scope, operation) AS (SELECT scope, ${conditions.param(filter.operation)}::text FROM scopes)`
-      : `pairs(scope, operation) AS (
-           SELECT s.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = s.scope ORDER BY r.operation LIMIT 1) FROM scopes s
-           UNION ALL
-           SELECT p.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
-             FROM pairs p WHERE p.operation IS NOT NULL)`;
+    const pairs = filter.scopes ? this.listedPairs(conditions, filter.scopes, filter.operation) : this.pairWindow(conditions, window, filter.operation);
+    const windowEnd = filter.scopes ? '(SELECT NULL::text AS scope, NULL::text AS operation)' : `(SELECT scope, operation FROM pairs WHERE n = ${KEY_SEARCH_WINDOW})`;
     conditions.and('p.scope IS NOT NULL AND p.operation IS NOT NULL');
     if (filter.status) conditions.and(`r.status = ${conditions.param(filter.status)}`);
     claimTimeConditions(conditions, filter);
     return {
-      text: `WITH RECURSIVE ${scopes}, ${pairs}
-             SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position
-               FROM pairs p
-               -- LIMIT 1 (the primary key holds one row at most) keeps it a lookup per pair: joined plainly, the
-               -- planner may prefer one pass over the whole primary key, filtering on its last column.
-               CROSS JOIN LATERAL (SELECT * FROM ${this.records} x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
-              ${conditions.where}
-              ${NEWEST_FIRST} LIMIT ${conditions.param(limit)}`,
+      text: `WITH RECURSIVE ${pairs}
+             SELECT w.scope AS window_scope, w.operation AS window_operation, m.*
+               FROM (SELECT 1) AS one
+               LEFT JOIN ${windowEnd} w ON true
+               LEFT JOIN (
+                 SELECT ${SUMMARY}, ${positionOf('r.created_at')} AS position
+                   FROM pairs p
+                   -- LIMIT 1 (the primary key holds one row at most) keeps it a lookup per pair: joined plainly, the
+                   -- planner may prefer one pass over the whole primary key, filtering on its last column.
+                   CROSS JOIN LATERAL (SELECT * FROM ${this.records} x WHERE x.scope = p.scope AND x.operation = p.operation AND x.key = ${key} LIMIT 1) r
+                  ${conditions.where}
+                  ${NEWEST_FIRST} LIMIT ${conditions.param(limit)}) m ON true
+              ORDER BY m.created_at DESC, m.scope DESC, m.operation DESC, m.key DESC`,
       values: conditions.values,
     };
+  }
+
+  /** The (scope, operation) pairs of the listed scopes: each scope's distinct operations, or the one asked for. */
+  private listedPairs(conditions: Conditions, scopes: readonly string[], operation: string | undefined): string {
+    const listed = `scopes(scope) AS (SELECT unnest(${conditions.param(scopes)}::text[]))`;
+    if (operation) return `${listed}, pairs(scope, operation) AS (SELECT scope, ${conditions.param(operation)}::text FROM scopes)`;
+    return `${listed}, pairs(scope, operation) AS (
+           SELECT s.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = s.scope ORDER BY r.operation LIMIT 1) FROM scopes s
+           UNION ALL
+           SELECT p.scope, (SELECT r.operation FROM ${this.records} r WHERE r.scope = p.scope AND r.operation > p.operation ORDER BY r.operation LIMIT 1)
+             FROM pairs p WHERE p.operation IS NOT NULL)`;
+  }
+
+  /**
+   * The next `KEY_SEARCH_WINDOW` (scope, operation) pairs of every scope in
+   * the primary key's order, after `from` and up to `to`, numbered `n`: one
+   * index descent each, on the row comparison of the key's leading columns.
+   * With an operation asked for, the scopes instead, paired with it.
+   */
+  private pairWindow(conditions: Conditions, { from, to }: KeySearchPosition, operation: string | undefined): string {
+    const [walked, order] = operation ? ['r.scope', 'r.scope'] : ['(r.scope, r.operation)', 'r.scope, r.operation'];
+    const bound = (pair: ScopePair) => (operation ? conditions.param(pair.scope) : `(${conditions.param(pair.scope)}, ${conditions.param(pair.operation)})`);
+    const upTo = to ? ` AND ${walked} <= ${bound(to)}` : '';
+    const columns = operation ? `r.scope, ${conditions.param(operation)}::text AS operation` : 'r.scope, r.operation';
+    return `pairs(scope, operation, n) AS (
+           (SELECT ${columns}, 1 FROM ${this.records} r WHERE ${from ? `${walked} > ${bound(from)}` : 'true'}${upTo} ORDER BY ${order} LIMIT 1)
+           UNION ALL
+           SELECT x.scope, x.operation, p.n + 1 FROM pairs p
+             CROSS JOIN LATERAL (SELECT ${columns} FROM ${this.records} r WHERE ${walked} > ${operation ? 'p.scope' : '(p.scope, p.operation)'}${upTo} ORDER BY ${order} LIMIT 1) x
+            WHERE p.n < ${KEY_SEARCH_WINDOW})`;
   }
 
   /** One record, everything it holds, with the lease judged on the database's clock. */

@@ -19,9 +19,12 @@ export interface AdminPage<Item> {
   items: Item[];
   next?: string;
   /**
-   * A search for a status or an operation stopped after reading its window
-   * of claims (`SEARCH_WINDOW`, newest first) with fewer matches than a
-   * page: `next` carries on with older claims, and may find more.
+   * The search stopped early, with fewer matches than a page: a search for
+   * a status or an operation after reading its window of claims
+   * (`SEARCH_WINDOW`, newest first), `next` carrying on with older claims; a
+   * key searched in every scope after walking its window of scopes and
+   * operations (`KEY_SEARCH_WINDOW`), `next` walking the following ones.
+   * Either may find more.
    */
   partial?: true;
 }

@@ -8,7 +8,6 @@ import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { OperationRegistry } from '../phases/operation-registry.js';
 import { ReplayCache } from '../flow/replay-cache.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
 import { adminDatabaseOf } from './admin-database.js';
 import { documentAdminApi } from './admin-openapi.js';
 import { AdminPageFilter } from './admin-page.filter.js';
@@ -16,16 +15,19 @@ import { AdminCallers } from './admin-request.js';
 import { AdminSchemaCheck } from './admin-schema.check.js';
 import { AdminGuard } from './admin.guard.js';
 import { ADMIN_MODULE_OPTIONS, ConfigurableAdminModule } from './admin.module-definition.js';
-import { resolveAdminOptions } from './admin.options.js';
+import { type IdempotencyAdminOptions, resolveAdminOptions, type ResolvedAdminOptions } from './admin.options.js';
 import { ADMIN_CONTROLLERS, RESOLVED_ADMIN_OPTIONS } from './admin.tokens.js';
 import { IdempotencyAdmin } from './idempotency-admin.js';
 import { ReleasedKeysListener } from './released-keys.listener.js';
 
-/** The admin over the DataSource IdempotencyModule serves and its tables, with its codec (plaintext read too) and its events. */
+/**
+ * The admin over the DataSource IdempotencyModule serves and its tables, its statements bounded by the admin's
+ * options, with its codec (plaintext read too) and its events.
+ */
 function adminFactory(
   served: IdempotencyDataSource,
   tables: IdempotencyTables,
-  transactions: TransactionHost,
+  admin: ResolvedAdminOptions,
   events: IdempotencyEvents,
   options: ResolvedModuleOptions,
   moduleRef: ModuleRef,
@@ -36,7 +38,7 @@ function adminFactory(
     adminDatabaseOf(
       () => served.dataSource,
       () => tables.names,
-      (work) => transactions.outside(work),
+      { statementTimeout: admin.statementTimeout, connections: admin.connections },
     ),
     {
       // An operator reads what is stored, whatever `acceptPlaintext` lets requests replay.
@@ -69,14 +71,19 @@ function adminFactory(
  */
 @Module({
   providers: [
-    { provide: RESOLVED_ADMIN_OPTIONS, useFactory: resolveAdminOptions, inject: [ADMIN_MODULE_OPTIONS] },
+    {
+      provide: RESOLVED_ADMIN_OPTIONS,
+      // A guard class is created here, with what it injects from the admin module's imports and the global modules.
+      useFactory: (options: IdempotencyAdminOptions, moduleRef: ModuleRef) => resolveAdminOptions(options, (guard) => moduleRef.create(guard)),
+      inject: [ADMIN_MODULE_OPTIONS, ModuleRef],
+    },
     // The DataSource IdempotencyModule serves, looked up from the same option: that module keeps its own to itself.
     IdempotencyDataSource,
     AdminSchemaCheck,
     AdminGuard,
     AdminCallers,
     AdminPageFilter,
-    { provide: IdempotencyAdmin, useFactory: adminFactory, inject: [IdempotencyDataSource, IdempotencyTables, TransactionHost, IdempotencyEvents, RESOLVED_IDEMPOTENCY_OPTIONS, ModuleRef] },
+    { provide: IdempotencyAdmin, useFactory: adminFactory, inject: [IdempotencyDataSource, IdempotencyTables, RESOLVED_ADMIN_OPTIONS, IdempotencyEvents, RESOLVED_IDEMPOTENCY_OPTIONS, ModuleRef] },
     ReleasedKeysListener,
     // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
     { provide: documentAdminApi, useFactory: (controllers: Type[]) => documentAdminApi(controllers), inject: [ADMIN_CONTROLLERS] },

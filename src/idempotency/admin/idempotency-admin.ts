@@ -7,6 +7,7 @@ import { assertSeesAll, assertVisible, scopesFor } from './admin-access.js';
 import { checkEventIds, markFailed, releaseKey, requeueDead, type ActionSettings } from './admin-actions.js';
 import { pageSize, recordCursor, recordPosition, seqCursor, seqPosition } from './admin-cursor.js';
 import type { AdminDatabase } from './admin-database.js';
+import { findKey } from './admin-key-search.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
 import { AdminOutboxStatements, AdminRecordStatements, type RecordFilter } from './admin.statements.js';
 import { type DetailRow, detailOf, type EventRow, eventOf, type SummaryRow, summaryOf, type UnfinishedRow, unfinishedOf } from './admin-rows.js';
@@ -67,16 +68,9 @@ export class IdempotencyAdmin {
   /** Records newest first (by when their key was claimed), in the scopes the caller may see. */
   async findRecords(query: RecordQuery, caller: AdminCaller): Promise<AdminPage<RecordSummary>> {
     const limit = pageSize(query.limit);
-    const filter: RecordFilter = {
-      scopes: scopesFor(caller, query.scope),
-      operation: query.operation || undefined,
-      status: query.status,
-      since: query.since,
-      until: query.until,
-      after: query.cursor ? recordPosition(query.cursor) : undefined,
-    };
-    const statement = query.key ? this.records.byKey({ ...filter, key: query.key }, limit + 1) : this.records.newest(filter, limit + 1);
-    const rows = await this.database.read<SummaryRow>(statement);
+    const filter: RecordFilter = { scopes: scopesFor(caller, query.scope), operation: query.operation || undefined, status: query.status, since: query.since, until: query.until };
+    if (query.key) return findKey(this.database, this.records, { ...filter, key: query.key }, query.cursor, limit);
+    const rows = await this.database.read<SummaryRow>(this.records.newest({ ...filter, after: query.cursor ? recordPosition(query.cursor) : undefined }, limit + 1));
     const cursorOf = (row: SummaryRow) => recordCursor({ at: row.position, scope: row.scope, operation: row.operation, key: row.key });
     const windowEnd = rows.find((row) => row.window_end);
     const page = pageOf(windowEnd ? rows.filter((row) => row !== windowEnd) : rows, limit, summaryOf, cursorOf);

@@ -32,9 +32,12 @@ export function recordsPage(context: PageContext, asked: RecordQuery, found: Adm
   );
   const table = found.items.length
     ? html`<table><thead><tr><th>Claimed</th><th>Scope</th><th>Operation</th><th>Key</th><th>Status</th><th>Answer</th><th>Expires</th></tr></thead><tbody>${rows}</tbody></table>`
-    : html`<p class="empty">No record matches${found.partial ? ' among these claims' : ''}.</p>`;
+    : html`<p class="empty">No record matches${found.partial ? (asked.key ? ' in the scopes searched so far' : ' among these claims') : ''}.</p>`;
   const next = found.next ? `${base}${query({ ...filters, cursor: found.next })}` : undefined;
-  const partial = found.partial ? html`<p class="note">The search reads a window of claims per page, newest first; the next page searches older ones.</p>` : '';
+  const window = asked.key
+    ? 'The search stopped early: a key searched in every scope walks a window of their scopes and operations per page; the next page walks the following ones.'
+    : 'The search reads a window of claims per page, newest first; the next page searches older ones.';
+  const partial = found.partial ? html`<p class="note">${window}</p>` : '';
   return layout(context, 'records', 'Records', html`${form}${table}${partial}${nextLink(next)}`);
 }
 
