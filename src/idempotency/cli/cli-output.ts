@@ -52,11 +52,11 @@ export const EVENT_COLUMNS: Column<OutboxEventView>[] = [
 /** A page as aligned columns (or JSON), and how to ask for the next one. */
 export function writePage<Item>(streams: CliStreams, page: AdminPage<Item>, columns: Column<Item>[], json: boolean): void {
   if (json) return streams.out(jsonText(page));
-  if (page.items.length === 0) return streams.err(page.next ? `Nothing found among the newest claims; older ones: add --cursor ${page.next}` : 'Nothing found.');
+  if (page.items.length === 0) return streams.err(page.next ? `Nothing found in the part searched; the rest: add --cursor ${page.next}` : 'Nothing found.');
   const rows = [columns.map(([header]) => header), ...page.items.map((item) => columns.map(([, value]) => terminalText(value(item))))];
   const widths = columns.map((_, index) => Math.max(...rows.map((row) => row[index].length)));
   for (const row of rows) streams.out(row.map((cell, index) => (index === row.length - 1 ? cell : cell.padEnd(widths[index]))).join('  '));
-  if (page.next) streams.err(`${page.partial ? 'Searched a window of claims; older ones' : 'More'}: add --cursor ${page.next}`);
+  if (page.next) streams.err(`${page.partial ? 'The search stopped early, and may find more' : 'More'}: add --cursor ${page.next}`);
 }
 
 /** One record in full: what it is, when, and the answer it replays. */
