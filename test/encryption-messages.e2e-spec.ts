@@ -63,7 +63,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
       return info.num_pending === 0 && info.num_ack_pending === 0;
     });
   const rowOf = async (key: string) =>
-    (await db.query<{ response_headers: unknown; response_body: string }>(`SELECT response_headers, response_body FROM idempotency_records WHERE key = $1`, [key]))[0];
+    (await db.query<{ fingerprint: string; response_headers: unknown; response_body: string }>(`SELECT fingerprint, response_headers, response_body FROM idempotency_records WHERE key = $1`, [key]))[0];
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -99,7 +99,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
     await db?.drop();
   });
 
-  it('seals the outcome, replays it for a repeat, and redelivers rather than replay a record that does not decrypt', async () => {
+  it('seals the outcome and keys the fingerprint, replays it for a repeat, and redelivers rather than replay a record that does not decrypt', async () => {
     const vouchers = app.get(Vouchers);
     await publish('gift', 'op-sealed');
     await settled();
@@ -107,6 +107,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
     expect(row.response_headers).toBeNull();
     expect(row.response_body).toMatch(/^v2\.m1\./);
     expect(row.response_body).not.toContain('voucher-gift');
+    expect(row.fingerprint).toMatch(/^hmac\.m1\.[0-9a-f]{64}$/);
 
     await publish('gift', 'op-sealed');
     await settled();

@@ -1,9 +1,12 @@
 import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { Body, Controller, HttpException, Logger, Module, Post, Res } from '@nestjs/common';
 import { Args, Field, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
-import { randomBytes } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import request from 'supertest';
 import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { canonicalRequest } from '../src/idempotency/fingerprint/request-fingerprint.js';
+import { masterKeys } from '../src/idempotency/records/encryption-keys.js';
+import { OutcomeCodec } from '../src/idempotency/records/outcome-codec.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { Ledger, LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -39,6 +42,8 @@ const OLD = { id: 'k2024', key: randomBytes(32) };
 const NEW = { id: 'k2025', key: randomBytes(32).toString('base64') };
 const UNDECRYPTABLE = 'urn:nest-idempotency:problem:record-undecryptable';
 const ENVELOPE = /^v2\.(k2024|k2025)\.fe?\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/;
+/** The fingerprint a request has without encryption: the SHA-256 of its canonical form, which anyone can compute. */
+const plainFingerprintOf = (operation: string, body: object) => createHash('sha256').update(canonicalRequest(operation, { params: {}, query: {}, body })).digest('hex');
 
 interface StoredRow {
   status: string;
@@ -60,6 +65,8 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
   let plain: RunningApp;
   /** Encryption turned on over plaintext records, acceptPlaintext. */
   let migrating: RunningApp;
+  /** Seals with the old key, and keeps a replay cache. */
+  let cached: RunningApp;
   let seq = 0;
   const newKey = () => `crypt-${adapter}-${++seq}-${Date.now()}`;
   const unique = (label: string) => `${label}-${adapter}-${++seq}`;
@@ -68,6 +75,8 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
     request(app.url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send(body);
   const rowOf = async (key: string) =>
     (await db.query<StoredRow>(`SELECT status, response_status, response_headers, response_body FROM idempotency_records WHERE key = $1`, [key]))[0];
+  const recordOf = async (key: string) =>
+    (await db.query<{ scope: string; operation: string; key: string; fingerprint: string; status: string }>(`SELECT scope, operation, key, fingerprint, status FROM idempotency_records WHERE key = $1`, [key]))[0];
   const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
   const start = (options: IdempotencyModuleOptions) =>
     startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, ...options }), LocatedModule] }, { adapter });
@@ -89,9 +98,10 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
     newOnly = await start({ encryption: { keys: [NEW] } });
     plain = await start({});
     migrating = await start({ encryption: { keys: [OLD], acceptPlaintext: true } });
+    cached = await start({ encryption: { keys: [OLD] }, replayCacheSize: 100 });
   });
   afterAll(async () => {
-    for (const app of [sealing, rotated, newOnly, plain, migrating]) await app?.close();
+    for (const app of [sealing, rotated, newOnly, plain, migrating, cached]) await app?.close();
     await db?.drop();
   });
 
@@ -223,6 +233,137 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       const before = await rowOf(key);
       await expectUndecryptable(await post(newOnly, '/located', key, { label }), key, before);
       expect(await post(sealing, '/located', key, { label })).toMatchObject({ status: 201 });
+    });
+  });
+
+  describe('request fingerprints', () => {
+    const card = '4111111111111111';
+    /** The review's search: hash each guess of the request as the module does without a key, until one is the stored fingerprint. */
+    const guessedCard = (operation: string, fingerprint: string) => {
+      for (let n = 0; n <= 9999; n++) {
+        const guess = `411111111111${String(n).padStart(4, '0')}`;
+        if (fingerprint.includes(plainFingerprintOf(operation, { label: guess }))) return guess;
+      }
+      return undefined;
+    };
+
+    it('stores one that hashing a guessed request without the key does not match, and that the HMAC under the key\'s derivation does', async () => {
+      const unencrypted = newKey();
+      expect((await post(plain, '/located', unencrypted, { label: card })).status).toBe(201);
+      const leaked = await recordOf(unencrypted);
+      expect(guessedCard(leaked.operation, leaked.fingerprint)).toBe(card);
+
+      const key = newKey();
+      expect((await post(sealing, '/located', key, { label: card })).status).toBe(201);
+      const { scope, operation, fingerprint } = await recordOf(key);
+      expect(fingerprint).toMatch(/^hmac\.k2024\.[0-9a-f]{64}$/);
+      expect(guessedCard(operation, fingerprint)).toBeUndefined();
+      const fingerprintKey = Buffer.from(hkdfSync('sha256', OLD.key, 'nest-idempotency/outcome-key/v1', 'request-fingerprint', 32));
+      const canonical = canonicalRequest(operation, { params: {}, query: {}, body: { label: card } });
+      expect(fingerprint).toBe(`hmac.k2024.${createHmac('sha256', fingerprintKey).update(JSON.stringify([scope, key])).update(canonical).digest('hex')}`);
+    });
+
+    it('replays a record fingerprinted under the old key once a new key is put first, answers another request 422, and fingerprints new records under the new key', async () => {
+      const key = newKey();
+      const label = unique('rotated-fingerprint');
+      const first = await post(sealing, '/located', key, { label });
+      expect((await recordOf(key)).fingerprint).toMatch(/^hmac\.k2024\./);
+      const replay = await post(rotated, '/located', key, { label });
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await post(rotated, '/located', key, { label: `${label}-other` })).status).toBe(422);
+
+      const fresh = newKey();
+      expect((await post(rotated, '/located', fresh, { label })).status).toBe(201);
+      expect((await recordOf(fresh)).fingerprint).toMatch(/^hmac\.k2025\.[0-9a-f]{64}$/);
+    });
+
+    it('lets the same request take over a phased operation whose lease lapsed across a rotation, and answers another request 422', async () => {
+      const key = newKey();
+      const label = unique('phased-rotated');
+      const gate = sealing.app.get(NotifyGate);
+      gate.mode = 'fail';
+      try {
+        expect((await post(sealing, '/entries/transfers', key, { label })).status).toBe(503);
+      } finally {
+        gate.mode = 'pass';
+      }
+      expect(await recordOf(key)).toMatchObject({ status: 'in_progress', fingerprint: expect.stringMatching(/^hmac\.k2024\./) });
+      await db.query(`UPDATE idempotency_records SET lease_expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+      expect((await post(rotated, '/entries/transfers', key, { label: `${label}-other` })).status).toBe(422);
+      const resumed = await post(rotated, '/entries/transfers', key, { label });
+      expect(resumed.status).toBe(201);
+      expect(resumed.headers['idempotent-replayed']).toBeUndefined();
+      expect(await recordOf(key)).toMatchObject({ status: 'completed', fingerprint: expect.stringMatching(/^hmac\.k2025\./) });
+      expect((await post(rotated, '/entries/transfers', key, { label })).text).toBe(resumed.text);
+    });
+
+    it('checks a plain fingerprint written before encryption: the same request replays (acceptPlaintext), another answers 422', async () => {
+      const key = newKey();
+      const label = unique('plain-fingerprint');
+      const first = await post(plain, '/entries', key, { label });
+      expect((await recordOf(key)).fingerprint).toBe(plainFingerprintOf('POST /entries', { label }));
+      const replay = await post(migrating, '/entries', key, { label });
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await post(migrating, '/entries', key, { label: `${label}-other` })).status).toBe(422);
+      expect(await entriesLabelled(`${label}-other`)).toBe(0);
+    });
+
+    it('checks a plain fingerprint an earlier release sealed its outcome with, and opens nothing for another request\'s plain fingerprint written in its place', async () => {
+      const key = newKey();
+      const label = unique('earlier-release');
+      const first = await post(sealing, '/entries', key, { label });
+      // The record as a release before keyed fingerprints wrote it: the plain fingerprint, and the outcome sealed bound to it.
+      const codec = new OutcomeCodec({ keys: masterKeys([OLD]), acceptPlaintext: false });
+      const [row] = await db.query<StoredRow & { scope: string; operation: string; fingerprint: string; expires_at: Date }>(`SELECT * FROM idempotency_records WHERE key = $1`, [key]);
+      const id = { scope: row.scope, operation: row.operation, key };
+      const plainFingerprint = plainFingerprintOf(row.operation, { label });
+      const bindsExpiry = row.response_body!.split('.')[2] === 'fe';
+      const { body } = codec.encode({ id, fingerprint: plainFingerprint, expiresAt: bindsExpiry ? row.expires_at : undefined }, codec.decode(id, row));
+      await db.query(`UPDATE idempotency_records SET fingerprint = $2, response_body = $3 WHERE key = $1`, [key, plainFingerprint, body]);
+
+      const replay = await post(sealing, '/entries', key, { label });
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      const other = { label: `${label}-other` };
+      expect((await post(sealing, '/entries', key, other)).status).toBe(422);
+
+      // Anyone can compute another request's plain fingerprint; written in, it is checked, and the outcome bound to the old one does not open.
+      await db.query(`UPDATE idempotency_records SET fingerprint = $2 WHERE key = $1`, [key, plainFingerprintOf(row.operation, other)]);
+      await expectUndecryptable(await post(sealing, '/entries', key, other), key, await rowOf(key));
+      expect(await entriesLabelled(other.label)).toBe(0);
+    });
+
+    it('compares in the replay cache: with the record gone from the table, the same request spelled otherwise replays from memory, another answers 422', async () => {
+      const key = newKey();
+      const label = unique('cached-fingerprint');
+      const send = (query: string, body: object) => request(cached.url).post(`/located?${query}`).set('Idempotency-Key', key).set('X-Tenant', 'acme').send(body);
+      const first = await send('a=1&b=2', { label });
+      expect(first.status).toBe(201);
+      expect((await recordOf(key)).fingerprint).toMatch(/^hmac\.k2024\./);
+      await db.query(`DELETE FROM idempotency_records WHERE key = $1`, [key]);
+      const replay = await send('b=2&a=1', { label });
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect((await send('a=1&b=2', { label: `${label}-other` })).status).toBe(422);
+      expect(await rowOf(key)).toBeUndefined();
+    });
+
+    it('compares on the read-first path, taken once replays are common: another request answers 422 from the read, the same replays', async () => {
+      const key = newKey();
+      const label = unique('read-first-fingerprint');
+      expect((await post(sealing, '/entries', key, { label })).status).toBe(201);
+      for (let i = 0; i < 8; i++) expect((await post(sealing, '/entries', key, { label })).headers['idempotent-replayed']).toBe('true');
+      events.length = 0;
+      expect((await post(sealing, '/entries', key, { label: `${label}-other` })).status).toBe(422);
+      expect((await post(sealing, '/entries', key, { label })).headers['idempotent-replayed']).toBe('true');
+      expect(events).toEqual([expect.objectContaining({ outcome: 'key_reused' }), expect.objectContaining({ outcome: 'replayed' })]);
+      for (const event of events) expect(event.timeline?.claim).toBeUndefined(); // answered from the read, with no claim
     });
   });
 
@@ -433,10 +574,14 @@ describe('encryption at rest of a GraphQL mutation (Apollo)', () => {
     expect(row.response_headers).toBeNull();
     expect(row.response_body).toMatch(ENVELOPE);
     expect(row.response_body).not.toContain('code-gift');
+    const [{ fingerprint }] = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_records WHERE key = $1`, [key]);
+    expect(fingerprint).toMatch(/^hmac\.k2024\.[0-9a-f]{64}$/);
 
     const replay = await issue('gift', key);
     expect(replay.data).toEqual(first.data);
     expect(replay.extensions.idempotency.replayed).toBe(true);
+    const reused = await issue('another gift', key);
+    expect(reused.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ status: 422 }) })]);
 
     await db.query(`UPDATE idempotency_records SET response_status = 299 WHERE key = $1`, [key]);
     const unreadable = await issue('gift', key);

@@ -362,7 +362,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
 
         const [{ fingerprint }] = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_records WHERE key = $1`, [keys[0]]);
         const fast = cold.app.get(FastReplay);
-        const find = (inScope: string, key: string, asked = fingerprint) => fast.find({ scope: inScope, operation, key }, asked);
+        const find = (inScope: string, key: string, asked = fingerprint) => fast.find({ scope: inScope, operation, key }, { value: asked, matches: (stored) => stored === asked, accepted: () => [asked] });
         const found = await Promise.allSettled([find(scope, keys[0]), find(scope, 'no-such-key'), find(hostile.scope, hostile.key, 'another-request'), find(scope, keys[0]), find(scope, keys[1])]);
         expect(sent).toEqual([expect.stringMatching(/^idempotency\.find-live\./)]);
         const [own, none, reused, again, moved] = found;

@@ -1,5 +1,6 @@
 import fc, { type JsonValue } from 'fast-check';
-import { fieldsJsonOf, fingerprintFieldsOf, fingerprintRequest, type FingerprintFields } from './request-fingerprint.js';
+import { canonicalRequest, fieldsJsonOf, fingerprintFieldsOf, type FingerprintFields } from './request-fingerprint.js';
+import { RequestFingerprints } from './request-fingerprints.js';
 
 const runs = { numRuns: 300 };
 const operation = 'POST /orders';
@@ -86,6 +87,8 @@ function nearMiss(value: JsonValue, pick: Pick, replacement: JsonValue): JsonVal
 const json = fc.oneof(fc.jsonValue({ maxDepth: 4 }), fc.jsonValue({ maxDepth: 3, stringUnit: 'grapheme' }));
 const pickFrom = (g: fc.GeneratorValue): Pick => (size) => g(fc.nat, size - 1);
 const request = (body: unknown, query: unknown = {}, params: unknown = {}) => ({ params, query, body });
+/** The fingerprint a record stores without encryption. */
+const fingerprintRequest = (operationName: string, fields: unknown) => new RequestFingerprints().of({ scope: 'anonymous', key: 'k' }, canonicalRequest(operationName, fields)).value;
 const fingerprintOf = (req: ReturnType<typeof request>, spec?: FingerprintFields) => fingerprintRequest(operation, fingerprintFieldsOf(spec)(req));
 const memberName = fc.string({ minLength: 1, maxLength: 8 }).filter((name) => !name.includes('.'));
 const members = fc.dictionary(memberName, json, { maxKeys: 5 });

@@ -1,4 +1,8 @@
-import { fieldsJsonOf, fingerprintFieldsOf, fingerprintRequest } from './request-fingerprint.js';
+import { canonicalRequest, fieldsJsonOf, fingerprintFieldsOf } from './request-fingerprint.js';
+import { RequestFingerprints } from './request-fingerprints.js';
+
+/** The fingerprint a record stores without encryption. */
+const fingerprintRequest = (operation: string, fields: unknown) => new RequestFingerprints().of({ scope: 'anonymous', key: 'k' }, canonicalRequest(operation, fields)).value;
 
 const operation = 'POST /orders';
 const request = (body: unknown, query: unknown = {}, params: unknown = {}) => ({ body, query, params });

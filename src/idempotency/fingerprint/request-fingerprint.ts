@@ -1,4 +1,3 @@
-import { hash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
 
 /** The parts of a request that can define an operation. */
@@ -18,11 +17,12 @@ interface FingerprintSource {
 export type FingerprintFields = readonly string[] | { exclude: readonly string[] } | ((request: any) => unknown);
 
 /**
- * SHA-256 (hex) of the RFC 8785 canonical JSON of the operation and the
- * chosen fields: key order, whitespace and number spelling do not matter.
+ * The RFC 8785 canonical JSON of the operation and the chosen fields: key
+ * order, whitespace and number spelling do not matter. The fingerprint is
+ * taken of it (request-fingerprints.ts); fields without one throw.
  */
-export function fingerprintRequest(operation: string, fields: unknown): string {
-  return hash('sha256', canonicalJson({ operation, fields }) ?? '');
+export function canonicalRequest(operation: string, fields: unknown): string {
+  return canonicalJson({ operation, fields }) ?? '';
 }
 
 /**

@@ -9,6 +9,7 @@ import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { poolReadOf } from '../driver/pool-reader.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
@@ -41,7 +42,7 @@ export class FastReplay {
   private lookUps?: DataLoader<RecordId, LiveRecordRow | undefined>;
 
   /** The live record's outcome, if the key is likely replayed and has one. */
-  async find(id: RecordId, fingerprint: string): Promise<Settled | undefined> {
+  async find(id: RecordId, fingerprint: RequestFingerprint): Promise<Settled | undefined> {
     if (!this.options.readFirst || !this.replays.likely(id.operation)) return undefined;
     const row = await (this.lookUps ??= this.batchedLookUps()).load(id);
     this.replays.observe(id.operation, row !== undefined && hasOutcome(row));

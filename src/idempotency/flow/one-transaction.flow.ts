@@ -18,6 +18,7 @@ import { HandlerAbandonedError } from './handler-run.js';
 import type { OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
 import { type Handled, HANDLER_SAVEPOINT, HandlerInTransaction } from './handler-in-transaction.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /** Claims by record that meet a holder committed after their snapshot, before the request answers 503. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -49,7 +50,7 @@ export class OneTransactionFlow {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async execute(id: RecordId, fingerprint: string, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
+  async execute(id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     const first = this.claimsFirst(terms);
     const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
     const runner = this.served.dataSource.createQueryRunner();
@@ -92,7 +93,7 @@ export class OneTransactionFlow {
    * `wait` (409 after), then read again: its outcome, or the key, if it
    * rolled back.
    */
-  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false } | { settled: Settled }> {
+  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false } | { settled: Settled }> {
     const started = performance.now();
     const lock = this.tables.of(IdempotencyStatements).tryLock(id);
     const read = this.tables.of(IdempotencyStatements).readRecord(id);
@@ -130,12 +131,12 @@ export class OneTransactionFlow {
     runner: QueryRunner,
     steps: FlowSteps,
     id: RecordId,
-    fingerprint: string,
+    fingerprint: RequestFingerprint,
     terms: OneTransactionTerms,
     isolation: IsolationLevel,
   ): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
     const started = performance.now();
-    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint, terms.retention, terms.wait);
+    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
     for (let attempt = 1; ; attempt++) {
       let begun: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
       try {
@@ -172,7 +173,7 @@ export class OneTransactionFlow {
     held: HeldConnection,
     steps: FlowSteps,
     id: RecordId,
-    fingerprint: string,
+    fingerprint: RequestFingerprint,
     terms: OneTransactionTerms,
     next: CallHandler,
     isolation: IsolationLevel,
@@ -200,8 +201,9 @@ export class OneTransactionFlow {
       return { steps, error };
     }
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
-    const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { id, fingerprint, expiresAt } : { id, fingerprint }, handled.outcome);
-    const record = claimed?.byRecord ? this.tables.of(IdempotencyStatements).completeClaim(id, outcome) : this.tables.of(IdempotencyStatements).recordAtCommit(id, fingerprint, terms.retention, terms.wait, outcome);
+    const written = { id, fingerprint: fingerprint.value };
+    const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { ...written, expiresAt } : written, handled.outcome);
+    const record = claimed?.byRecord ? this.tables.of(IdempotencyStatements).completeClaim(id, outcome) : this.tables.of(IdempotencyStatements).recordAtCommit(id, fingerprint.value, terms.retention, terms.wait, outcome);
     let committed: { rows: RecordedAtCommitRow[] } | undefined;
     try {
       committed = await this.commitRecord(transaction, id, terms, steps, record);
@@ -257,7 +259,7 @@ export class OneTransactionFlow {
   }
 
   /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
-  private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Promise<Settled> {
+  private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<Settled> {
     const { text, values } = this.tables.of(IdempotencyStatements).readRecord(id);
     const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
     return this.replayOf(holder, id, fingerprint, terms);
@@ -274,9 +276,9 @@ export class OneTransactionFlow {
    * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, as
    * without the module: the claim would wait on the winner for it.
    */
-  private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: string, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+  private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
     if (isLockTimeout(failure)) return { error: failure };
-    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint, terms.retention, terms.wait);
+    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
     let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
     try {
       probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', claim));
@@ -293,7 +295,7 @@ export class OneTransactionFlow {
   }
 
   /** What a key-taking statement found: undefined when it took the key (the caller's to use or give up), else the holder's outcome to replay. */
-  private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
+  private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: RequestFingerprint, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
     this.replays.observe(id.operation, !row.claimed);
     if (row.claimed) return undefined;
     if (row.fingerprint == null) steps.collided = true;
@@ -341,15 +343,15 @@ export class OneTransactionFlow {
    * record), and a fresh read finds what it recorded. Neither read returns an
    * expired record: nothing replays, nor answers 422, from one.
    */
-  private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: string, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
+  private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: RequestFingerprint, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
     const holder = row ?? (await transaction.query<LiveRecordRow>(this.tables.of(IdempotencyStatements).readRecord(id))).rows[0];
     await transaction.rollback();
     return this.replayOf(holder as LiveRecordRow | undefined, id, fingerprint, terms);
   }
 
   /** The holder's outcome as the answer: 422 for another request's, 409 while it has none. */
-  private replayOf(holder: LiveRecordRow | undefined, id: RecordId, fingerprint: string, terms: OneTransactionTerms): Settled {
-    // An outcome that does not decrypt throws here: it is not replayed, and the claim took nothing over.
+  private replayOf(holder: LiveRecordRow | undefined, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Settled {
+    // An outcome that does not decrypt, or a fingerprint that cannot be checked, throws here: nothing is replayed, and the claim took nothing over.
     const record = holder && toStoredRecord(holder, id, this.outcomes);
     if (!holder || !record?.outcome) throw terms.inProgress();
     return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };

@@ -2,7 +2,11 @@ import { performance } from 'node:perf_hooks';
 import type { RecordId } from '../records/stored-record.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 
-/** The request an outcome was recorded (or last replayed) for. */
+/**
+ * The request an outcome was recorded (or last replayed) for. Kept in memory
+ * as the process has it: the fingerprint as its record stores it (keyed
+ * under encryption), the fields' JSON in plaintext, as the outcome is.
+ */
 export interface CachedRequest {
   fingerprint: string;
   /** Its fingerprinted fields as JSON (`fieldsJsonOf`), where they are parsed data: a replay with the same JSON skips the fingerprint. */

@@ -8,6 +8,7 @@ import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
 import { PhasedFlow } from '../phases/phased-flow.js';
 import { ReplayCache } from '../flow/replay-cache.js';
+import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 
 /**
  * Everything the interceptors bound by `@Idempotent()` work with, as one
@@ -22,6 +23,7 @@ export class IdempotencyFacade {
     readonly routes: IdempotentRoutes,
     readonly messageHandlers: IdempotentMessageHandlers,
     readonly mutations: GraphqlMutationFlow,
+    readonly fingerprints: RequestFingerprints,
     readonly cache: ReplayCache,
     readonly fast: FastReplay,
     readonly oneTransaction: OneTransactionFlow,

@@ -7,7 +7,7 @@ import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from
 import { IdempotencyFacade } from './idempotency.facade.js';
 import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.interceptor.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { CachedRequest } from '../flow/replay-cache.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
 import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
 import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
@@ -113,20 +113,28 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const cached = this.idempotency.cache.get(id);
     // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
     if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
-    const fingerprint = fingerprintOf(route, fields);
+    const fingerprint = fingerprintOf(route, this.idempotency.fingerprints, id, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
-    return this.uncached(id, { fingerprint, fieldsJson }, route, request, response, next, abandonment);
+    return this.uncached(id, fingerprint, fieldsJson, route, request, response, next, abandonment);
   }
 
   /** The fast read, else the route's flow; what it settles on is cached. */
-  private async uncached(id: RecordId, fingerprints: CachedRequest, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
+  private async uncached(
+    id: RecordId,
+    fingerprint: RequestFingerprint,
+    fieldsJson: string | undefined,
+    route: IdempotentRoute,
+    request: any,
+    response: unknown,
+    next: CallHandler,
+    abandonment: Abandonment | undefined,
+  ): Promise<FlowEnding> {
     const { cache, fast } = this.idempotency;
-    const { fingerprint } = fingerprints;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
     const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next, abandonment);
     const { settled } = ending;
-    if (settled?.expiresAt && settled.databaseNow) cache.set(id, fingerprints, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
+    if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint: fingerprint.value, fieldsJson }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
   }
 
@@ -137,7 +145,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * an operator around the route gave up on it, its answer (a 408) goes out
    * instead, and the flow rolls back.
    */
-  private async run(id: RecordId, fingerprint: string, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
+  private async run(id: RecordId, fingerprint: RequestFingerprint, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
     const { phased, oneTransaction, adapterHost } = this.idempotency;
     if (abandonment?.isAbandoned) return { steps: NO_STEPS, error: new HandlerAbandonedError() };
     const guard = response === undefined ? undefined : ResponseGuard.hold(response);

@@ -10,7 +10,8 @@ import { captureSuccess } from '../outcome/outcome-capture.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import type { ResponseGuard } from '../outcome/response-guard.js';
 import { CircularReferenceError } from '../fingerprint/canonical-json.js';
-import { fingerprintFieldsOf, fingerprintRequest, type ReadBody, readsBody } from '../fingerprint/request-fingerprint.js';
+import { canonicalRequest, fingerprintFieldsOf, type ReadBody, readsBody } from '../fingerprint/request-fingerprint.js';
+import type { FingerprintedRecord, RequestFingerprint, RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 
 /** Everything the request flow needs about one route, worked out once. */
 export interface IdempotentRoute {
@@ -57,9 +58,9 @@ export function fingerprintedFields(route: IdempotentRoute, request: unknown, re
   return refusedUnlessCanonical(route, () => route.fingerprintFieldsOf(request, read));
 }
 
-/** The fingerprint of those fields; fields without a canonical form are refused (400). */
-export function fingerprintOf(route: IdempotentRoute, fields: unknown): string {
-  return refusedUnlessCanonical(route, () => fingerprintRequest(route.operation, fields));
+/** The fingerprint of those fields, for the record `id`; fields without a canonical form are refused (400). */
+export function fingerprintOf(route: IdempotentRoute, fingerprints: RequestFingerprints, id: FingerprintedRecord, fields: unknown): RequestFingerprint {
+  return fingerprints.of(id, refusedUnlessCanonical(route, () => canonicalRequest(route.operation, fields)));
 }
 
 function refusedUnlessCanonical<T>(route: IdempotentRoute, work: () => T): T {

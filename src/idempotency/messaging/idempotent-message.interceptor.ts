@@ -8,7 +8,8 @@ import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { OneTransactionSettled, OneTransactionTerms } from '../flow/one-transaction.terms.js';
 import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../outcome/recorded-outcome.js';
-import { fingerprintRequest } from '../fingerprint/request-fingerprint.js';
+import { canonicalRequest } from '../fingerprint/request-fingerprint.js';
+import type { RequestFingerprint, RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { settling } from '../http/settling.js';
 import type { IdempotentMessageHandler } from './idempotent-message.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
@@ -39,7 +40,7 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
       let ending: FlowEnding<OneTransactionSettled>;
       try {
         id = idOf(handler, rpc.getData(), rpc.getContext());
-        ending = await oneTransaction.execute(id, fingerprintOf(handler, rpc.getData()), termsOf(handler, hashKey(id)), next);
+        ending = await oneTransaction.execute(id, fingerprintOf(handler, this.idempotency.fingerprints, id, rpc.getData()), termsOf(handler, hashKey(id)), next);
       } catch (error) {
         ending = { steps: NO_STEPS, error };
       }
@@ -59,12 +60,14 @@ function idOf(handler: IdempotentMessageHandler, data: unknown, context: unknown
   return { scope: handler.scopeOf(data, context), operation: handler.operation, key: parsed.key };
 }
 
-function fingerprintOf(handler: IdempotentMessageHandler, data: unknown): string {
+function fingerprintOf(handler: IdempotentMessageHandler, fingerprints: RequestFingerprints, id: RecordId, data: unknown): RequestFingerprint {
+  let canonical: string;
   try {
-    return fingerprintRequest(handler.operation, data ?? null);
+    canonical = canonicalRequest(handler.operation, data ?? null);
   } catch (error) {
     throw new MessageKeyMissingError(handler.operation, `its data has no canonical form: ${(error as Error).message}`);
   }
+  return fingerprints.of(id, canonical);
 }
 
 /** A message handler's terms: its result recorded as JSON, and the transport's errors for a held or reused key. */

@@ -30,6 +30,7 @@ import { OperationRegistry } from '../phases/operation-registry.js';
 import { OperationRunner } from '../phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { ReplayLikelihood } from '../flow/replay-likelihood.js';
@@ -60,6 +61,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     },
     { provide: ReplayLikelihood, useFactory: () => new ReplayLikelihood() },
     { provide: OutcomeCodec, useFactory: (options: ResolvedModuleOptions) => new OutcomeCodec(options.encryption), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
+    { provide: RequestFingerprints, useFactory: (options: ResolvedModuleOptions) => new RequestFingerprints(options.encryption?.keys), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
     IdempotentMutations,

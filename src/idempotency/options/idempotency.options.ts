@@ -142,8 +142,10 @@ export interface IdempotencyModuleOptions {
   openapi?: boolean;
   /**
    * Encryption at rest of recorded outcomes: headers and body sealed
-   * together with AES-256-GCM, under a key derived per record. Default: off,
-   * outcomes are stored as sent.
+   * together with AES-256-GCM, under a key derived per record; and of the
+   * request fingerprints, stored as HMACs under a key derived from the same
+   * keys, so that the table's readers cannot check guesses of a request.
+   * Default: off, outcomes are stored as sent and fingerprints as SHA-256s.
    *
    * @example
    * encryption: { keys: [{ id: '2025-06', key: process.env.IDEMPOTENCY_KEY_2025_06! }, { id: '2024-12', key: oldKey }] }
@@ -171,9 +173,9 @@ export interface EncryptionOptions {
   /**
    * Master keys, 32 bytes each (a Buffer, or a base64 or base64url string),
    * each with an id that the records it seals carry. New outcomes are sealed
-   * with the first; a record opens with whichever listed key it names. To
-   * rotate, put the new key first and keep the old ones until the records
-   * they sealed have expired.
+   * and fingerprinted with the first; a record opens, and its fingerprint is
+   * checked, with whichever listed key it names. To rotate, put the new key
+   * first and keep the old ones until the records they sealed have expired.
    */
   keys: readonly EncryptionKey[];
   /**
@@ -181,7 +183,8 @@ export interface EncryptionOptions {
    * on. Default false: such a record answers a 500 problem
    * (`record-undecryptable`) and is not replayed. Turn it on while
    * encryption is rolled out over an existing table, and off again once the
-   * plaintext records have expired.
+   * plaintext records have expired. Plain fingerprints are checked either
+   * way: a match of SHA-256s is as sure as one of HMACs.
    */
   acceptPlaintext?: boolean;
 }

@@ -1,6 +1,7 @@
 import type { AbstractHttpAdapter } from '@nestjs/core';
 import type { AttemptTimeline } from '../events/idempotency-event.types.js';
 import { IdempotencyKeyReusedException } from '../errors/idempotency.exceptions.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /** What a first execution answered: replayed byte for byte. */
 export interface RecordedOutcome {
@@ -67,12 +68,16 @@ export type FlowEnding<S extends Settled = Settled> = { steps: FlowSteps } & ({ 
 /** No step taken: an ending decided before any flow ran (a cached or fast replay, a bad key). */
 export const NO_STEPS: Readonly<FlowSteps> = Object.freeze({ collided: false, timeline: Object.freeze({}) });
 
-/** The record's outcome, if it was recorded for this same request; `reused` is what a different request gets. */
+/**
+ * The record's outcome, if it was recorded for this same request; `reused` is
+ * what a different request gets. A record whose fingerprint cannot be checked
+ * throws IdempotencyRecordUndecryptableException (see `RequestFingerprint.matches`).
+ */
 export function replayable(
   record: { fingerprint: string; outcome: RecordedOutcome | null },
-  fingerprint: string,
+  fingerprint: RequestFingerprint,
   reused: () => Error = () => new IdempotencyKeyReusedException(),
 ): RecordedOutcome {
-  if (record.fingerprint !== fingerprint) throw reused();
+  if (!fingerprint.matches(record.fingerprint)) throw reused();
   return record.outcome!;
 }

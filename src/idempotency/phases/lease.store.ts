@@ -6,6 +6,7 @@ import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
 export interface Queryable {
@@ -62,9 +63,12 @@ export class LeaseStore {
   /**
    * Claims the key with a lease, in a statement of its own (so it commits at
    * once), or returns the record that holds it, never waiting on a live owner.
+   * A lapsed lease is taken over by the same request only, under whichever
+   * listed key (or none) its fingerprint was written.
    */
-  async claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
-    const [row] = await run<LeaseClaimRow>(this.pool, this.statements.claim(id, fingerprint, retentionMs, leaseMs, owner, lockTimeoutMs));
+  async claim(id: RecordId, fingerprint: RequestFingerprint, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
+    const statement = this.statements.claim(id, { written: fingerprint.value, accepted: fingerprint.accepted() }, retentionMs, leaseMs, owner, lockTimeoutMs);
+    const [row] = await run<LeaseClaimRow>(this.pool, statement);
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
     // No row: the key is held by a claim this statement's snapshot could not see yet.
     return { claimed: false, holder: row && { ...toStoredRecord(row, id, this.outcomes), leaseLive: row.lease_live, databaseNow: row.database_now } };

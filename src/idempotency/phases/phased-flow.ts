@@ -23,6 +23,7 @@ import { OperationRunner, type RunEnding } from './operation.runner.js';
 import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership } from './phases.js';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /**
  * The settings of a route that the phased flow reads. The edge hands its
@@ -73,7 +74,7 @@ export class PhasedFlow {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async execute(id: RecordId, fingerprint: string, route: PhasedRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
+  async execute(id: RecordId, fingerprint: RequestFingerprint, route: PhasedRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
     const steps: FlowSteps = { collided: false, timeline: {} };
     try {
       return { steps, settled: await this.settleRequest(id, fingerprint, route, next, request, response, steps) };
@@ -85,7 +86,7 @@ export class PhasedFlow {
   /** Claims, runs and records; `steps` is this flow's own note of what it went through. */
   private async settleRequest(
     id: RecordId,
-    fingerprint: string,
+    fingerprint: RequestFingerprint,
     route: PhasedRoute,
     next: CallHandler,
     request: Record<symbol, unknown>,
@@ -103,7 +104,7 @@ export class PhasedFlow {
     if (claimed.tookOver) steps.tookOver = claimed.attempts > 1 ? 'lease' : 'expired';
     if (claimed.attempts > this.options.maxAttempts) {
       const outcome = operationFailedOutcome(`gave up after ${this.options.maxAttempts} attempts`);
-      if (!(await this.leases.finish({ id, fingerprint }, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
+      if (!(await this.leases.finish({ id, fingerprint: fingerprint.value }, owner, outcome, route.retention, 'attempts exhausted'))) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
       return { outcome, replayed: false };
     }
 
@@ -111,7 +112,7 @@ export class PhasedFlow {
     const phasedClaim: PhasedClaim = {
       run: <I, O>(operation: Type<PhasedOperation<I, O>>, input: I): Promise<O> => {
         if (running) return Promise.reject(new IdempotencyConfigurationError(`${route.operation}: claim.run() runs one operation per request.`));
-        running = this.start(operation, input, route, { id, fingerprint, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
+        running = this.start(operation, input, route, { id, fingerprint: fingerprint.value, owner, leaseMs, claimedAt: claimed.run, results: claimed.phaseResults });
         return running.then((ending) => answerOf<O>(ending));
       },
     };
@@ -136,7 +137,7 @@ export class PhasedFlow {
     if (ending?.recording) steps.timeline.commit = ending.recording;
     if (ending) return this.settle(ending, handled, route);
 
-    const record = { id, fingerprint };
+    const record = { id, fingerprint: fingerprint.value };
     if ('result' in handled) return this.record(record, owner, captureSuccess(handled.result, route, this.adapterHost.httpAdapter, response), route, steps);
     const { error } = handled;
     if (error instanceof HttpException && route.storeErrors.has(error.getStatus())) return this.record(record, owner, captureError(error), route, steps);
@@ -198,7 +199,7 @@ export class PhasedFlow {
    */
   private async claimOrWait(
     id: RecordId,
-    fingerprint: string,
+    fingerprint: RequestFingerprint,
     route: PhasedRoute,
     owner: string,
     steps: FlowSteps,
@@ -212,7 +213,7 @@ export class PhasedFlow {
       });
       if (claim.claimed) return claim;
       const holder = claim.holder;
-      if (holder && holder.fingerprint !== fingerprint) throw new IdempotencyKeyReusedException();
+      if (holder && !fingerprint.matches(holder.fingerprint)) throw new IdempotencyKeyReusedException();
       if (holder?.outcome) return { outcome: holder.outcome, expiresAt: holder.expiresAt, databaseNow: holder.databaseNow };
       if (!holder || holder.leaseLive) steps.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();

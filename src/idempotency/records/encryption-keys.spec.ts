@@ -1,3 +1,4 @@
+import { hkdfSync } from 'node:crypto';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type EncryptionKey, masterKeys } from './encryption-keys.js';
 import { OutcomeEncryption, type SealContext } from './outcome-encryption.js';
@@ -43,6 +44,13 @@ describe('masterKeys', () => {
     const envelope = sealer.seal(CONTEXT, PLAINTEXT);
     material.fill(0);
     expect(sealer.open(CONTEXT, envelope).equals(PLAINTEXT)).toBe(true);
+  });
+
+  it('derives the fingerprint key once per key as documented: HKDF-SHA-256 with the outcome keys\' salt and the label request-fingerprint', () => {
+    const [a, b] = masterKeys([{ id: 'k1', key: KEY_A }, { id: 'k2', key: KEY_B }]);
+    const documented = (master: Buffer) => Buffer.from(hkdfSync('sha256', master, 'nest-idempotency/outcome-key/v1', 'request-fingerprint', 32));
+    expect(a.fingerprintKey.export().equals(documented(KEY_A))).toBe(true);
+    expect(b.fingerprintKey.export().equals(documented(KEY_B))).toBe(true);
   });
 
   it('never shows the key material when printed', () => {

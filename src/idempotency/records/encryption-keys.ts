@@ -1,5 +1,6 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import type { FingerprintKey } from '../fingerprint/request-fingerprints.js';
 
 /** A master key as the module options take it: 32 bytes, as a Buffer or a base64 (or base64url) string. */
 export interface EncryptionKey {
@@ -11,10 +12,11 @@ export interface EncryptionKey {
 /**
  * A validated master key, kept as its HKDF pseudorandom key (the extract
  * step, which depends on the master key alone): record keys are expanded
- * from it. A KeyObject, which never prints.
+ * from it. `fingerprintKey`, the key request fingerprints are HMACs under,
+ * is expanded from it once, here, with a label of its own. KeyObjects,
+ * which never print.
  */
-export interface MasterKey {
-  id: string;
+export interface MasterKey extends FingerprintKey {
   prk: KeyObject;
 }
 
@@ -24,6 +26,12 @@ const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$|^[A-Za-z0-9_-]*={0,2}$/;
 /** The HKDF salt: fixed, so that the per-record key is a function of the master key and the record alone. */
 const HKDF_SALT = Buffer.from('nest-idempotency/outcome-key/v1');
+/**
+ * HKDF-Expand's info for the fingerprint key, then its one-block counter.
+ * Record keys' info starts `record:`, so no record's key is this one.
+ */
+const FINGERPRINT_INFO = Buffer.from('request-fingerprint');
+const FIRST_BLOCK = Buffer.from([1]);
 
 /**
  * Validates the `encryption.keys` option, in order: the first seals. Throws
@@ -41,7 +49,8 @@ export function masterKeys(keys: readonly EncryptionKey[] | undefined): MasterKe
     }
     if (seen.has(id)) throw new IdempotencyConfigurationError(`${where}: the id "${id}" is listed twice; every key needs an id of its own.`);
     seen.add(id);
-    return { id, prk: extract(keyBytes(key, `${where} ("${id}")`)) };
+    const prk = extract(keyBytes(key, `${where} ("${id}")`));
+    return { id, prk, fingerprintKey: fingerprintKeyOf(prk) };
   });
 }
 
@@ -64,4 +73,12 @@ function keyBytes(key: Uint8Array | string, where: string): Buffer {
 /** HKDF-Extract: PRK = HMAC-SHA-256(salt, master key). Nothing keeps the master key's own bytes. */
 function extract(master: Buffer): KeyObject {
   return createSecretKey(createHmac('sha256', HKDF_SALT).update(master).digest());
+}
+
+/**
+ * HKDF-Expand to one block: HMAC-SHA-256(PRK, `request-fingerprint` || 0x01),
+ * the same bytes as `crypto.hkdfSync('sha256', master, salt, 'request-fingerprint', 32)`.
+ */
+function fingerprintKeyOf(prk: KeyObject): KeyObject {
+  return createSecretKey(createHmac('sha256', prk).update(FINGERPRINT_INFO).update(FIRST_BLOCK).digest());
 }

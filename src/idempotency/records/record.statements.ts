@@ -319,14 +319,17 @@ export class LeaseStatements {
    * once. The attempt itself waits at most `lockTimeoutMs` on a row lock
    * (SQLSTATE 55P03 after that). No row: the key is held by a claim this
    * statement's snapshot could not see yet (an expired record is never a holder).
+   * A lapsed lease is taken over when its record's fingerprint is one of
+   * `accepted` (this request's, under each key: see request-fingerprints.ts),
+   * and the record then holds `written`.
    */
-  claim(id: RecordId, fingerprint: string, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Statement {
+  claim(id: RecordId, fingerprint: { written: string; accepted: readonly string[] }, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Statement {
     return {
       text: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
        held AS (
          SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
                 (status <> 'in_progress' AND expires_at <= now())
-                  OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = $4) AS claimable
+                  OR (status = 'in_progress' AND lease_expires_at <= now() AND fingerprint = ANY($9::text[])) AS claimable
            FROM ${this.records} WHERE ${PK}),
        claim AS (
          INSERT INTO ${this.records} AS r
@@ -345,7 +348,7 @@ export class LeaseStatements {
            fingerprint = EXCLUDED.fingerprint, status = 'in_progress', response_status = NULL, response_headers = NULL,
            response_body = NULL, completed_at = NULL, failure_reason = NULL
          WHERE (r.status <> 'in_progress' AND r.expires_at <= now())
-            OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = EXCLUDED.fingerprint)
+            OR (r.status = 'in_progress' AND r.lease_expires_at <= now() AND r.fingerprint = ANY($9::text[]))
          RETURNING (xmax <> 0) AS took_over, attempts, phase_results, ${RUN} AS run)
        SELECT true AS claimed, took_over, attempts, phase_results, run,
               NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
@@ -354,7 +357,7 @@ export class LeaseStatements {
        UNION ALL
        SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live, now()
          FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
-      values: [id.scope, id.operation, id.key, fingerprint, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`],
+      values: [id.scope, id.operation, id.key, fingerprint.written, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`, fingerprint.accepted],
     };
   }
 
