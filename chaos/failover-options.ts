@@ -8,6 +8,8 @@ export interface FailoverOptions {
   durationSeconds: number;
   /** Share of the duration after which the primary is killed. */
   failoverAt: number;
+  /** How long replication is stalled (the primary's WAL senders stopped) before the kill: the standby's lag at the failover. */
+  stallMs: number;
   seed: number;
   instances: number;
   workers: number;
@@ -21,6 +23,7 @@ export const FAILOVER_COMMAND_LINE = {
   flags: {
     replication: valueFlag({ placeholder: '<mode>', description: `the standby's replication: ${REPLICATIONS.join(', ')}`, default: 'synchronous', parse: replication }),
     duration: valueFlag({ placeholder: '<s>', description: 'seconds of traffic, 10 to 600', default: '30', parse: wholeNumber(10, 600) }),
+    stall: valueFlag({ placeholder: '<ms>', description: "replication stalled this long before the kill: the standby's lag", default: '1000', parse: wholeNumber(0, 60_000) }),
     seed: valueFlag({ placeholder: '<n>', description: 'seed of the traffic mix', defaultNote: 'random, printed', parse: wholeNumber(0, 2 ** 31 - 1) }),
     instances: valueFlag({ placeholder: '<n>', description: 'demo app instances, 1 to 8', default: '2', parse: wholeNumber(1, 8) }),
     workers: valueFlag({ placeholder: '<n>', description: 'concurrent traffic workers, 1 to 64', default: '16', parse: wholeNumber(1, 64) }),
@@ -34,6 +37,7 @@ export function failoverOptions(values: CommandLineValues<typeof FAILOVER_COMMAN
     replication: values.replication,
     durationSeconds: values.duration,
     failoverAt: 0.4,
+    stallMs: values.stall,
     seed: values.seed ?? Math.floor(Math.random() * 2 ** 31),
     instances: values.instances,
     workers: values.workers,

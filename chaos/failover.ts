@@ -89,7 +89,7 @@ async function main(): Promise<number> {
 }
 
 async function runFailover(options: FailoverOptions, cleanup: CleanupStack, running: Running): Promise<number> {
-  log(`seed ${options.seed}, ${options.replication} replication, ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
+  log(`seed ${options.seed}, ${options.replication} replication, replication stalled ${options.stallMs} ms before the kill, ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
   const startedAt = new Date().toISOString();
   const pair = await ReplicaPair.start({ primaryPort: await freePort(), standbyPort: await freePort(), replication: options.replication, log });
   running.pair = pair;
@@ -138,7 +138,11 @@ async function runFailover(options: FailoverOptions, cleanup: CleanupStack, runn
   const windows: FaultWindow[] = [];
   let failover: { killAt: number; failedOverAt: number } | undefined;
   const failingOver = (async () => {
-    await sleep(options.durationSeconds * 1000 * options.failoverAt);
+    await sleep(Math.max(0, options.durationSeconds * 1000 * options.failoverAt - options.stallMs));
+    if (options.stallMs > 0) {
+      await pair.stallReplication();
+      await sleep(options.stallMs);
+    }
     const killAt = Date.now();
     await pair.killPrimary();
     await pair.promoteStandby();
@@ -158,7 +162,7 @@ async function runFailover(options: FailoverOptions, cleanup: CleanupStack, runn
   log('re-sending every operation once to check its answer');
   await traffic.verify(VERIFY_CONCURRENCY, random.fork());
   const snapshot = await takeSnapshot(database, provider);
-  const notes = [`${options.replication} replication; the failover at ${Math.round(options.failoverAt * 100)}% of the traffic`];
+  const notes = [`${options.replication} replication; the failover at ${Math.round(options.failoverAt * 100)}% of the traffic, after replication stalled for ${options.stallMs} ms`];
   let deliveryInvariants: Awaited<ReturnType<typeof checkDelivery>> = [];
   if (nats) {
     const settled = await settleDelivery(database, DELIVERY_SETTLE_TIMEOUT_MS);

@@ -106,6 +106,21 @@ export class ReplicaPair {
     killTree(postmasterPid(this.primary.dataDir));
   }
 
+  /**
+   * SIGSTOP of the primary's WAL senders: the standby receives nothing more,
+   * as when the network between them stalls, while the primary goes on (its
+   * commits wait for the standby in synchronous replication, and do not in
+   * asynchronous). `killPrimary()` ends them; `resumeReplication()` lets them go on.
+   */
+  async stallReplication(): Promise<void> {
+    for (const pid of await this.walSenders()) process.kill(pid, 'SIGSTOP');
+  }
+
+  /** SIGCONT of the primary's WAL senders after `stallReplication()`. */
+  async resumeReplication(): Promise<void> {
+    for (const pid of await this.walSenders()) process.kill(pid, 'SIGCONT');
+  }
+
   /** kill -9 of the standby's postmaster and its processes. */
   async killStandby(): Promise<void> {
     killTree(postmasterPid(this.standby.dataDir));
@@ -141,6 +156,11 @@ export class ReplicaPair {
     this.stopped = true;
     for (const dataDir of [this.primary.dataDir, this.standby.dataDir]) killTree(postmasterPid(dataDir));
     rmSync(this.root, { recursive: true, force: true });
+  }
+
+  private async walSenders(): Promise<number[]> {
+    const rows = await query<{ pid: number }>(this.primary.url(), 'SELECT pid FROM pg_stat_replication');
+    return rows.map((row) => row.pid);
   }
 
   private async setUp(): Promise<void> {
