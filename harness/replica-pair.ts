@@ -145,7 +145,8 @@ export class ReplicaPair {
     if (this.stopped) return;
     this.stopped = true;
     for (const dataDir of [this.primary.dataDir, this.standby.dataDir]) {
-      if (!existsSync(join(dataDir, 'postmaster.pid'))) continue;
+      // A killed server is skipped: pg_ctl would wait for its pid file to go, which it never does.
+      if (postmasterPid(dataDir) === undefined) continue;
       await this.pgCtl(['stop', '-D', dataDir, '-m', 'immediate', '-w']).catch(() => killTree(postmasterPid(dataDir)));
     }
     rmSync(this.root, { recursive: true, force: true });
@@ -245,11 +246,17 @@ function postgresUser(): { uid: number; gid: number } {
   return { uid: id('-u'), gid: id('-g') };
 }
 
-/** The postmaster's pid, from the first line of postmaster.pid; undefined when it is not running. */
+/**
+ * The postmaster's pid, from the first line of postmaster.pid; undefined
+ * when it is not running. A killed server leaves its file behind: the pid is
+ * taken only while that process still runs on this data folder, never
+ * another process that got the number since.
+ */
 function postmasterPid(dataDir: string): number | undefined {
   try {
     const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+    if (!Number.isInteger(pid) || pid <= 0) return undefined;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(dataDir) ? pid : undefined;
   } catch {
     return undefined;
   }
