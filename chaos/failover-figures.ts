@@ -9,7 +9,7 @@ export interface FailoverFigures {
   attempts: number;
   /** kill -9 of the primary: one per run. */
   kills: number;
-  /** From the kill to the end of the first 2xx of an attempt sent after it; undefined when none came. */
+  /** From the kill to the end of the first 2xx, not a replay, of an attempt sent after it: a write on the promoted standby. Undefined when none came. */
   killToFirstSuccessMs?: number;
   /** kill -9, promotion and the endpoint moved, in ms. */
   failoverMs: number;
@@ -26,7 +26,8 @@ const violationsOf = (invariants: readonly InvariantResult[], name: string) => i
 /** The figures of a run whose primary was killed at `killAt` and whose endpoint pointed at the promoted standby by `failedOverAt`. */
 export function failoverFigures(operations: readonly Operation[], log: AttemptLog, snapshot: Snapshot, invariants: readonly InvariantResult[], killAt: number, failedOverAt: number): FailoverFigures {
   const attempts = operations.flatMap((op) => log.of(op.id));
-  const successes = attempts.filter((attempt) => attempt.startedAt >= killAt && attempt.status !== undefined && attempt.status < 300);
+  // A replay may come from an instance's replay cache, without the database: it proves nothing about the failover.
+  const successes = attempts.filter((attempt) => attempt.startedAt >= killAt && attempt.status !== undefined && attempt.status < 300 && !attempt.replayed);
   const firstSuccess = Math.min(...successes.map((attempt) => attempt.endedAt));
   const before = attempts.filter((attempt) => attempt.startedAt >= killAt && attempt.endedAt <= firstSuccess);
   const chargesPerAmount = new Map<number, number>();
