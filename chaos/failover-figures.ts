@@ -1,7 +1,7 @@
 import type { AttemptLog } from './attempt-log.js';
 import type { Operation } from './operations.js';
 import type { Snapshot } from './snapshot.js';
-import type { InvariantResult } from './tally.js';
+import { type InvariantResult, parseBody } from './tally.js';
 
 /** What a failover run measured, beside its invariants. */
 export interface FailoverFigures {
@@ -15,8 +15,10 @@ export interface FailoverFigures {
   failoverMs: number;
   /** Attempts sent after the kill that got a 5xx, or no answer, before the first success. */
   failedWhileFailingOver: { status5xx: number; networkErrors: number };
-  /** Acknowledged orders or payments missing, or different, after the failover. */
+  /** Acknowledgements (2xx answers) whose order or payment is missing, or different, after the failover. */
   lost: number;
+  /** Operations with an acknowledged order or payment that no longer exists at all. */
+  lostOperations: number;
   /** Payments the fake provider charged more than once, and order operations whose handler ran more often than allowed. */
   runTwice: { providerCharges: number; orderHandlers: number };
 }
@@ -30,6 +32,13 @@ export function failoverFigures(operations: readonly Operation[], log: AttemptLo
   const successes = attempts.filter((attempt) => attempt.startedAt >= killAt && attempt.status !== undefined && attempt.status < 300 && !attempt.replayed);
   const firstSuccess = Math.min(...successes.map((attempt) => attempt.endedAt));
   const before = attempts.filter((attempt) => attempt.startedAt >= killAt && attempt.endedAt <= firstSuccess);
+  const stored = new Set<unknown>([...snapshot.orders.map((order) => order.id), ...snapshot.payments.map((payment) => payment.id)]);
+  const acknowledgedIds = (op: Operation) =>
+    log
+      .of(op.id)
+      .filter((attempt) => attempt.phase === 'traffic' && attempt.status !== undefined && attempt.status < 300)
+      .map((attempt) => parseBody(attempt.body)?.id)
+      .filter((id) => id !== undefined);
   const chargesPerAmount = new Map<number, number>();
   for (const charge of snapshot.charges) chargesPerAmount.set(charge.amountCents, (chargesPerAmount.get(charge.amountCents) ?? 0) + 1);
   return {
@@ -43,6 +52,7 @@ export function failoverFigures(operations: readonly Operation[], log: AttemptLo
       networkErrors: before.filter((attempt) => attempt.error !== undefined).length,
     },
     lost: violationsOf(invariants, 'zero lost acknowledgements'),
+    lostOperations: operations.filter((op) => op.effect !== 'none' && acknowledgedIds(op).some((id) => !stored.has(id))).length,
     runTwice: {
       providerCharges: [...chargesPerAmount.values()].filter((count) => count > 1).length,
       orderHandlers: violationsOf(invariants, 'one handler execution per operation'),
@@ -57,6 +67,6 @@ export function formatFigures(figures: FailoverFigures): string {
     `operations ${figures.operations}, attempts ${figures.attempts}, kills ${figures.kills}`,
     `failover (kill -9, promote, endpoint moved) ${figures.failoverMs} ms; kill to first success ${first}`,
     `before it: ${figures.failedWhileFailingOver.status5xx} attempts answered 5xx, ${figures.failedWhileFailingOver.networkErrors} without an answer`,
-    `lost acknowledgements ${figures.lost}; run twice: ${figures.runTwice.providerCharges} payments charged twice at the provider, ${figures.runTwice.orderHandlers} order handlers beyond one run`,
+    `lost acknowledgements ${figures.lost} (operations whose acknowledged order or payment is gone: ${figures.lostOperations}); run twice: ${figures.runTwice.providerCharges} payments charged twice at the provider, ${figures.runTwice.orderHandlers} order handlers beyond one run`,
   ].join('\n');
 }
