@@ -26,6 +26,9 @@ export interface ChaosDatabase {
   close(): Promise<void>;
 }
 
+/** What the checks after a run read through: a query on the run database. */
+export type DatabaseReader = Pick<ChaosDatabase, 'query'>;
+
 /**
  * A fresh database for the run: on the server of `DATABASE_URL` when set,
  * else on an embedded PostgreSQL started on a fixed port with a data folder

@@ -1,7 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ChaosDatabase } from './database.js';
+import type { DatabaseReader } from './database.js';
 import type { FaultWindow } from './faults.js';
 import type { ChaosNats } from './nats-server.js';
 import type { SeededRandom } from './random.js';
@@ -45,7 +45,7 @@ export function workerCrashWindows(workers: WorkerPool): FaultWindow[] {
 }
 
 /** Waits until no event is pending and every order has its shipment, or the timeout. */
-export async function settleDelivery(database: ChaosDatabase, timeoutMs: number): Promise<DeliveryOutcome> {
+export async function settleDelivery(database: DatabaseReader, timeoutMs: number): Promise<DeliveryOutcome> {
   const started = Date.now();
   for (;;) {
     const [state] = await database.query<{ pending: number; unshipped: number; events: number; shipments: number }>(
@@ -61,7 +61,7 @@ export async function settleDelivery(database: ChaosDatabase, timeoutMs: number)
 }
 
 /** The delivery invariants, from the database and the stream. */
-export async function checkDelivery(database: ChaosDatabase, natsUrl: string, workers: WorkerPool): Promise<InvariantResult[]> {
+export async function checkDelivery(database: DatabaseReader, natsUrl: string, workers: WorkerPool): Promise<InvariantResult[]> {
   const shipped = new Tally('one shipment per committed order', 'once the system settles, every committed order has exactly one shipment');
   const orphans = new Tally('no shipment without its order', 'every shipment belongs to a committed order of the same tenant');
   const lost = new Tally('no event lost', 'every outbox event was published (status sent, none pending or dead) and its message id is in the stream');

@@ -10,9 +10,14 @@ import type { SeededRandom } from './random.js';
  * the app's connections; `restart-postgres`: the embedded server stopped and
  * started again on the same port and data (once per run).
  */
-export type FaultKind = 'kill-instance' | 'terminate-backends' | 'restart-postgres' | 'crash-after-publish' | 'crash-after-commit' | 'restart-nats';
-/** Every kind, in report order. The last three are delivery's (chaos/delivery.ts): worker crashes at their uncovered points, and a NATS restart. */
-export const FAULT_KINDS: readonly FaultKind[] = ['kill-instance', 'terminate-backends', 'restart-postgres', 'crash-after-publish', 'crash-after-commit', 'restart-nats'];
+export type FaultKind = 'kill-instance' | 'terminate-backends' | 'restart-postgres' | 'crash-after-publish' | 'crash-after-commit' | 'restart-nats' | 'failover';
+/**
+ * Every kind, in report order. Then come delivery's (chaos/delivery.ts):
+ * worker crashes at their uncovered points, and a NATS restart; `failover`
+ * is the failover run's (chaos/failover.ts): the primary killed, its standby
+ * promoted, the endpoint moved.
+ */
+export const FAULT_KINDS: readonly FaultKind[] = ['kill-instance', 'terminate-backends', 'restart-postgres', 'crash-after-publish', 'crash-after-commit', 'restart-nats', 'failover'];
 
 /** When a fault was being done, and until its target was back. */
 export interface FaultWindow {

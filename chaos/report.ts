@@ -15,7 +15,8 @@ export interface RunFacts {
   workers: number;
   /** The instances' claim mode; unset, the library's default. */
   claim?: ClaimMode;
-  database: 'embedded' | 'server';
+  /** `replica-pair`: the failover run's primary and standby behind one endpoint. */
+  database: 'embedded' | 'server' | 'replica-pair';
   /** Environment the instances ran with (lease, reaper, timeouts). */
   settings: Record<string, string>;
   startedAt: string;

@@ -25,17 +25,11 @@ import { buildReport, formatReport, writeReport } from './report.js';
 import { inProgressClaims, takeSnapshot } from './snapshot.js';
 import { Traffic } from './traffic.js';
 import { ChaosNats } from './nats-server.js';
+import { DELIVERY_SETTLE_TIMEOUT_MS, GRACE_MS, INSTANCE_SETTINGS, SETTLE_MS, VERIFY_CONCURRENCY } from './instance-settings.js';
 import { WorkerPool } from './workers.js';
 
 /** This file runs from dist/chaos/; results go to the source folder's chaos/results/. */
 const RESULTS_DIR = fileURLToPath(new URL('../../chaos/results/', import.meta.url));
-const LEASE_MS = 2000;
-const REAPER_INTERVAL_MS = 1000;
-const PROVIDER_TIMEOUT_MS = 1500;
-/** After a fault ends, a dead owner's lease must lapse and a reaper pass run before errors stop being its doing. */
-const GRACE_MS = LEASE_MS + REAPER_INTERVAL_MS;
-/** Lease, one reaper interval, and room for a resumed charge to time out once more. */
-const SETTLE_MS = LEASE_MS + REAPER_INTERVAL_MS + PROVIDER_TIMEOUT_MS + 1000;
 /**
  * The faults that may excuse a 5xx. A killed instance shows up as network
  * errors and 409s (its transactions roll back, its leases lapse), never as
@@ -43,12 +37,9 @@ const SETTLE_MS = LEASE_MS + REAPER_INTERVAL_MS + PROVIDER_TIMEOUT_MS + 1000;
  * again) can cover most of the run, which would excuse everything.
  */
 const FAULTS_EXCUSING_5XX = ['terminate-backends', 'restart-postgres'] as const;
-const VERIFY_CONCURRENCY = 16;
 /** How long traffic may go on after the duration while the last faults finish. */
 const TRAFFIC_OVERRUN_MS = 120_000;
 const PROGRESS_EVERY_MS = 10_000;
-/** How long delivery may take to drain once the faults are off. */
-const DELIVERY_SETTLE_TIMEOUT_MS = 90_000;
 
 const log = (line: string) => console.log(`[chaos] ${line}`);
 
@@ -99,20 +90,12 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
   cleanup.add('payment provider', () => fakeProvider.close());
   const provider = new ProviderControl(fakeProvider.url);
 
-  const settings = {
-    IDEMPOTENCY_LEASE_MS: String(LEASE_MS),
-    REAPER_INTERVAL_MS: String(REAPER_INTERVAL_MS),
-    PAYMENT_PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS),
-    // The demo's per-tenant rate limit would turn the load into 429s: off.
-    TENANT_RATE_LIMIT: '0',
-    DB_POOL_SIZE: '10',
-    ...(options.claim && { IDEMPOTENCY_CLAIM: options.claim }),
-  };
+  const settings: Record<string, string> = { ...INSTANCE_SETTINGS, ...(options.claim && { IDEMPOTENCY_CLAIM: options.claim }) };
   // Delivery: a NATS server of the run's own; the API instances only write the outbox, worker processes relay and consume.
   const nats = await ChaosNats.start();
   if (nats) cleanup.add('nats-server', () => nats.close());
   const delivery = nats ? { NATS_URL: nats.url, ...CHAOS_STREAM, OUTBOX_RELAY: 'off', FULFILMENT_CONSUMER: 'off' } : {};
-  const env = { ...settings, ...delivery, DATABASE_URL: database.url, PAYMENT_PROVIDER_URL: provider.url, API_KEYS: 'demo-key-acme:acme,demo-key-globex:globex', HOST: '127.0.0.1' };
+  const env = { ...settings, ...delivery, DATABASE_URL: database.url, PAYMENT_PROVIDER_URL: provider.url };
   log(`starting ${options.instances} instances (logs in chaos/results/instances.log)`);
   const cluster = await DemoCluster.start(options.instances, env, join(RESULTS_DIR, 'instances.log'));
   running.cluster = cluster;

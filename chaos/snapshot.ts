@@ -1,6 +1,6 @@
 import { type Order, toOrderView, type OrderView } from '../src/demo/orders/order.entity.js';
 import { type Payment, toPaymentView, type PaymentView } from '../src/demo/payments/payment.entity.js';
-import type { ChaosDatabase } from './database.js';
+import type { DatabaseReader } from './database.js';
 import type { LedgerCharge, ProviderControl } from './provider-control.js';
 
 /** An order, in the shape the API answers with. */
@@ -41,14 +41,14 @@ export interface InProgressClaim {
 }
 
 /** The claims still in progress now: after recovery, each one is an operation nobody finished. */
-export async function inProgressClaims(database: ChaosDatabase): Promise<InProgressClaim[]> {
+export async function inProgressClaims(database: DatabaseReader): Promise<InProgressClaim[]> {
   return database.query<InProgressClaim>(
     `SELECT scope, operation, key, recovery_point, attempts, lease_expires_at::text FROM idempotency_records WHERE status = 'in_progress'`,
   );
 }
 
 /** Reads every order, order handler run, payment and outbox count of the run database, and the provider's ledger. */
-export async function takeSnapshot(database: ChaosDatabase, provider: ProviderControl): Promise<Snapshot> {
+export async function takeSnapshot(database: DatabaseReader, provider: ProviderControl): Promise<Snapshot> {
   // Read in the entities' shape and turned into views by the app's own functions, so rows and bodies compare as equal.
   const orders = await database.query<Order>(`SELECT id, tenant, sku, quantity, note, status, created_at AS "createdAt" FROM orders`);
   const payments = await database.query<Payment>(

@@ -17,6 +17,7 @@ import { NamedStatementsProbe } from '../driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
 import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check.js';
 import { SessionTimeoutsCheck } from './session-timeouts.check.js';
+import { ReplicationCheck } from './replication.check.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
 import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
@@ -71,6 +72,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     IdempotencyCompatibilityCheck,
     IdleSessionTimeout,
     SessionTimeoutsCheck,
+    ReplicationCheck,
     NamedStatementsProbe,
     IdempotentMessageHandlers,
     LeaseStore,
