@@ -1,5 +1,6 @@
 // Every internal link of the built site, and every relative link of the
-// README, must reach a page and, when it names one, an anchor on it.
+// README, must reach a page and, when it names one, an anchor on it; every
+// diagram's SVG must be one a page shows.
 // VitePress fails the build on a link to a missing page; anchors it does not
 // check, and the README is not part of the site.
 //
@@ -81,6 +82,10 @@ const comparison = (text) => tableOf(text.slice(text.indexOf('Compared with the 
 const readmeTable = comparison(readme);
 const pageTable = comparison(readFileSync(join(root, 'docs/comparison.md'), 'utf8'));
 if (readmeTable.length === 0 || readmeTable.join('\n') !== pageTable.join('\n')) broken.push('README.md: its comparison table differs from docs/comparison.md\'s');
+
+// Every rendered diagram is one a page shows: an SVG whose Mermaid block changed or went stays behind until docs:diagrams runs again.
+const shown = new Set(htmlFiles(dist).flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/src="\/diagrams\/([^"]+)"/g)].map(([, name]) => name)));
+for (const name of readdirSync(join(root, 'docs/public/diagrams'))) if (!shown.has(name)) broken.push(`docs/public/diagrams/${name}: no page shows it; run npm run docs:diagrams`);
 
 function githubSlug(heading) {
   return heading.trim().toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');
