@@ -19,6 +19,9 @@ export default {
   out: 'docs/api',
   docsRoot: 'docs',
   sidebar: { collapsed: true, pretty: true },
+  // The six entry points side by side in the sidebar, each with its classes,
+  // interfaces, functions... (not the subpaths nested in the core's folder).
+  navigation: { includeGroups: true, includeFolders: false },
   readme: 'none',
   entryFileName: 'index',
   // The site's frame names the page: no breadcrumbs, and the index titled as
