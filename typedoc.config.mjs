@@ -30,6 +30,8 @@ export default {
   hideBreadcrumbs: true,
   pageTitleTemplates: { index: 'API reference' },
   indexFormat: 'table',
+  // What an app imports: the package and its subpaths, not TypeDoc's "modules".
+  locales: { en: { kind_plural_module: 'Entry points', kind_module: 'Entry point' } },
   excludePrivate: true,
   excludeInternal: true,
   // Every export, and the methods of exported classes and interfaces, needs a
