@@ -1,7 +1,9 @@
 // The API reference: TypeDoc (0.28, which supports TypeScript 6.0) renders the
 // JSDoc of every entry point as Markdown pages under docs/api/, which
 // VitePress builds into the site (npm run docs:build). A public export
-// without a doc comment fails the build.
+// without a doc comment fails the build. typedoc-vitepress-theme writes the
+// reference's own sidebar (docs/api/typedoc-sidebar.json, read by
+// docs/.vitepress/config.ts) and makes its anchors VitePress's.
 /** @type {Partial<import('typedoc').TypeDocOptions & import('typedoc-plugin-markdown').PluginOptions>} */
 export default {
   entryPoints: [
@@ -13,10 +15,23 @@ export default {
     'src/testing/index.ts',
   ],
   tsconfig: 'tsconfig.lib.json',
-  plugin: ['typedoc-plugin-markdown'],
+  plugin: ['typedoc-plugin-markdown', 'typedoc-vitepress-theme'],
   out: 'docs/api',
+  docsRoot: 'docs',
+  sidebar: { collapsed: true, pretty: true },
+  // The six entry points side by side in the sidebar, each with its classes,
+  // interfaces, functions... (not the subpaths nested in the core's folder).
+  navigation: { includeGroups: true, includeFolders: false },
   readme: 'none',
   entryFileName: 'index',
+  // The site's frame names the page: no breadcrumbs, and the index titled as
+  // the sidebar titles it, its entry points in a table with each one's
+  // @module sentence.
+  hideBreadcrumbs: true,
+  pageTitleTemplates: { index: 'API reference' },
+  indexFormat: 'table',
+  // What an app imports: the package and its subpaths, not TypeDoc's "modules".
+  locales: { en: { kind_plural_module: 'Entry points', kind_module: 'Entry point' } },
   excludePrivate: true,
   excludeInternal: true,
   // Every export, and the methods of exported classes and interfaces, needs a

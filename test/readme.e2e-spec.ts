@@ -34,8 +34,11 @@ describe('the README and the guides, held to what runs', () => {
       const { rows } = await client.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations' ORDER BY tablename`);
       const tables = rows.map(({ tablename }) => tablename as string);
       expect(tables).toContain('idempotency_records');
-      for (const file of ['README.md', 'docs/getting-started.md']) {
-        const install = section(file, '## Install');
+      for (const [file, heading] of [
+        ['README.md', '## Install'],
+        ['docs/getting-started.md', '## The module and its migrations'],
+      ]) {
+        const install = section(file, heading);
         expect(tables.filter((table) => !install.includes(`\`${table}\``)), file).toEqual([]);
       }
     } finally {

@@ -1,8 +1,11 @@
-import { defineConfig } from 'vitepress';
+import { existsSync, readFileSync } from 'node:fs';
+import { defineConfig, type DefaultTheme } from 'vitepress';
+import pkg from '../../package.json' with { type: 'json' };
+import { diagramFile, diagramTitle } from './diagrams/names.mjs';
 import { githubSlug } from './github-slug.js';
 
 /** The guides, in the order a newcomer reads them; the sidebar, and docs:check's walk of it, come from here. */
-export const sidebar = [
+export const sidebar: DefaultTheme.SidebarItem[] = [
   {
     text: 'Start',
     items: [
@@ -39,6 +42,7 @@ export const sidebar = [
     text: 'Reference',
     items: [
       { text: 'API reference', link: '/api/' },
+      { text: 'Changelog', link: '/changelog' },
       { text: 'Internals', link: '/internals' },
       { text: 'The code\'s map', link: '/architecture' },
       { text: 'The demo app', link: '/demo' },
@@ -46,28 +50,61 @@ export const sidebar = [
   },
 ];
 
+/** The API reference's own sidebar: its entry points, as TypeDoc wrote them (npm run docs:api). */
+function apiSidebar(): DefaultTheme.SidebarItem[] {
+  const generated = new URL('../api/typedoc-sidebar.json', import.meta.url);
+  const entryPoints = existsSync(generated) ? (JSON.parse(readFileSync(generated, 'utf8')) as DefaultTheme.SidebarItem[]) : [];
+  return [
+    { text: 'API reference', items: [{ text: 'Entry points', link: '/api/' }, ...entryPoints] },
+    { text: 'Guides', items: [{ text: 'Back to the guides', link: '/getting-started' }] },
+  ];
+}
+
+/** https://github.com/owner/name, from package.json's `repository`. */
+const repository = pkg.repository.url.replace(/^git\+/, '').replace(/\.git$/, '');
+
 export default defineConfig({
   title: 'nest-idempotency',
-  description: 'Idempotency keys for NestJS on PostgreSQL: the claim, the business writes and the recorded outcome in one transaction.',
+  description: pkg.description,
+  head: [['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }]],
   // The pages are read on GitHub too: anchors are GitHub's, so one link works in both places.
   markdown: {
     anchor: { slugify: githubSlug },
     config(md) {
-      // Mermaid blocks render in the browser (theme/index.ts), as GitHub renders them.
+      // Mermaid blocks show as the SVG rendered from them (diagrams/render.mjs); GitHub renders the blocks itself.
       const fence = md.renderer.rules.fence!;
-      md.renderer.rules.fence = (tokens, index, options, env, self) =>
-        tokens[index].info.trim() === 'mermaid'
-          ? `<pre class="mermaid" v-pre>${md.utils.escapeHtml(tokens[index].content)}</pre>\n`
-          : fence(tokens, index, options, env, self);
+      md.renderer.rules.fence = (tokens, index, options, env, self) => {
+        const { info, content } = tokens[index];
+        if (info.trim() !== 'mermaid') return fence(tokens, index, options, env, self);
+        const file = diagramFile(content);
+        if (!existsSync(new URL(`../public/diagrams/${file}`, import.meta.url))) {
+          throw new Error(`${env.relativePath}: a Mermaid diagram has no rendered SVG (${file}): run npm run docs:diagrams and commit docs/public/diagrams`);
+        }
+        return `<p><img class="diagram" src="/diagrams/${file}" alt="${md.utils.escapeHtml(diagramTitle(content))}"></p>\n`;
+      };
     },
   },
   themeConfig: {
+    logo: '/favicon.svg',
     nav: [
-      { text: 'Guide', link: '/getting-started' },
-      { text: 'API', link: '/api/' },
+      { text: 'Guide', link: '/getting-started', activeMatch: '^/(?!api/)' },
+      { text: 'API', link: '/api/', activeMatch: '^/api/' },
+      { text: `v${pkg.version}`, items: [{ text: 'Changelog', link: '/changelog' }] },
     ],
-    sidebar,
-    search: { provider: 'local' },
+    sidebar: { '/api/': apiSidebar(), '/': sidebar },
+    socialLinks: [{ icon: 'github', link: repository }],
+    search: {
+      provider: 'local',
+      options: {
+        // The index is one file the search box loads whole. Of the API
+        // reference it holds each page's title (a class, a function, a type),
+        // not its members: their 3,000 sections made the index 1.2 MB.
+        _render(src, env, md) {
+          const html = md.render(src, env);
+          return env.relativePath.startsWith('api/') ? (/<h1[^>]*>[\s\S]*?<\/h1>/.exec(html)?.[0] ?? '') : html;
+        },
+      },
+    },
     outline: { level: [2, 3] },
   },
 });

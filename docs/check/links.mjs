@@ -1,5 +1,6 @@
 // Every internal link of the built site, and every relative link of the
-// README, must reach a page and, when it names one, an anchor on it.
+// README, must reach a page and, when it names one, an anchor on it; every
+// diagram's SVG must be one a page shows.
 // VitePress fails the build on a link to a missing page; anchors it does not
 // check, and the README is not part of the site.
 //
@@ -75,12 +76,16 @@ for (const [, href] of readme.matchAll(/\]\(([^)\s]+)\)/g)) {
 const readmeAnchors = new Set([...readme.matchAll(/^#+ (.+)$/gm)].map(([, heading]) => githubSlug(heading)));
 for (const [, anchor] of readme.matchAll(/\]\(#([^)]+)\)/g)) if (!readmeAnchors.has(anchor)) broken.push(`README.md: #${anchor} names no heading of the README`);
 
-// The README keeps the comparison table of docs/comparison.md: the two must not drift (links aside, which differ in form).
-const tableOf = (text) => text.split('\n').filter((line) => line.startsWith('| ')).map((line) => line.replace(/\]\([^)]*\)/g, ']()'));
+// The README keeps the comparison table of docs/comparison.md: the two must not drift (links aside, which differ in form, or are the page's alone).
+const tableOf = (text) => text.split('\n').filter((line) => line.startsWith('| ')).map((line) => line.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1'));
 const comparison = (text) => tableOf(text.slice(text.indexOf('Compared with the other NestJS idempotency modules')).split(/\n#+ /)[0]);
 const readmeTable = comparison(readme);
 const pageTable = comparison(readFileSync(join(root, 'docs/comparison.md'), 'utf8'));
 if (readmeTable.length === 0 || readmeTable.join('\n') !== pageTable.join('\n')) broken.push('README.md: its comparison table differs from docs/comparison.md\'s');
+
+// Every rendered diagram is one a page shows: an SVG whose Mermaid block changed or went stays behind until docs:diagrams runs again.
+const shown = new Set(htmlFiles(dist).flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/src="\/diagrams\/([^"]+)"/g)].map(([, name]) => name)));
+for (const name of readdirSync(join(root, 'docs/public/diagrams'))) if (!shown.has(name)) broken.push(`docs/public/diagrams/${name}: no page shows it; run npm run docs:diagrams`);
 
 function githubSlug(heading) {
   return heading.trim().toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');

@@ -3,8 +3,9 @@
 //
 //   node docs/check/snippets.mjs      (after npm run build:lib)
 //
-// A block is a file of its own, with its imports. Rarely, the HTML comment on
-// the line before a block changes that:
+// A block is a file of its own, with its imports; a block of a VitePress code
+// group (```ts [its tab's title]) too. Rarely, the HTML comment on the line
+// before a block changes that:
 //   <!-- snippet: prelude=NAME -->  compile it after docs/check/preludes/NAME.ts
 //                                   (or NAME,NAME: each, in order)
 //                                   (declarations a fragment leans on)
@@ -27,7 +28,7 @@ function blocks(file) {
   const lines = readFileSync(join(root, file), 'utf8').split('\n');
   const found = [];
   for (let at = 0; at < lines.length; at++) {
-    const open = /^( *)```(ts|typescript)\s*$/.exec(lines[at]);
+    const open = /^( *)```(ts|typescript)(\s+\[[^\]]*\])?\s*$/.exec(lines[at]);
     if (!open) continue;
     const indent = open[1];
     const end = lines.findIndex((line, index) => index > at && line === `${indent}\`\`\``);
