@@ -38,12 +38,15 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
   cleanup.add('database', database.close);
   const machine = describeMachine(database.description, before.busyShare);
   const peer = await peerFor(options, true, runId, cleanup, notes, log);
-  const variants = PAIRED_VARIANTS.filter((variant) => !variant.peer || peer);
+  const variants = PAIRED_VARIANTS.filter((variant) => (!variant.peer || peer) && (!options.only || options.only.includes(variant.id)));
+  if (options.only && variants.length < options.only.length) throw new Error(`--only: no paired variant ${options.only.filter((id) => !variants.some((variant) => variant.id === id)).join(', ')}`);
+  if (!options.pipeline) notes.push("node-postgres pipelining was off on the bench app's DataSource (--no-pipeline).");
   const schedule = windowSchedule(options.pairs, variants);
 
   const app = await startBenchApp({
     databaseUrl: database.url,
     poolSize: options.poolSize,
+    pipeline: options.pipeline,
     peer,
     mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency },
   });

@@ -20,7 +20,9 @@ export type ScenarioId =
   | 'at-commit-first'
   | 'at-commit-replay'
   | 'encrypted-first'
-  | 'encrypted-replay';
+  | 'encrypted-replay'
+  | 'two-rows-bare'
+  | 'two-rows-first';
 
 /**
  * The bench app processes, by what differs from the module's defaults: the
@@ -89,6 +91,9 @@ export const SCENARIOS: readonly Scenario[] = [
   ours('at-commit-replay', 'replay at commit, no shortcut', 'claim-first-replays', true, '/bench/orders/at-commit'),
   ours('encrypted-first', 'encrypted first', 'encrypted', false),
   ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
+  // The shape most handlers have: two inserts through TransactionHost.manager, no module API between them.
+  { id: 'two-rows-bare', label: 'two rows, bare transaction', path: '/bench/two-rows/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  ours('two-rows-first', 'two rows, first execution', 'main', false, '/bench/two-rows/idempotent'),
 ];
 
 /** A scenario against its twin, which differs in one thing only: the ratio is that thing's cost. */
