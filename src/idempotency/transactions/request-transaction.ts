@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
+import { TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
@@ -11,6 +11,8 @@ export interface RequestTransactionTerms {
   isolation: IsolationLevel;
   /** The database's INITIALLY DEFERRED constraints, which each unit checks at its end as its COMMIT would (see `CommitScopedState`). */
   deferredConstraints: readonly string[];
+  /** Whether each unit runs behind a savepoint of its own (the module's `unitSavepoints`). */
+  savepoints: boolean;
 }
 
 /**
@@ -77,6 +79,9 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  *   transaction carries on, so a handler that catches a unique violation and
  *   goes on works as it did. The savepoint goes out with the unit's first
  *   statement on a pipelined connection, and costs a round trip otherwise.
+ *   With `unitSavepoints: false` there is none: a unit's database failure
+ *   aborts the transaction, and later units are refused with
+ *   `UnitFailedWithoutSavepointError`.
  * - **Closed once the flow has sent COMMIT or ROLLBACK.** A statement on
  *   the runner after that throws `TransactionClosedError`, whatever path it
  *   took, rather than run on a connection that went back to the pool.
@@ -92,19 +97,21 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
 export class RequestTransaction implements TransactionHooks {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
-  /** A unit ran: its savepoint is released before the next one is taken. */
+  /** A unit ran: its savepoint, if it took one, is released before the next one is taken. */
   private taken = false;
   private readonly query: QueryRunner['query'];
   /** What the running unit's COMMIT would have ended. */
   private readonly scoped: CommitScopedState;
+  private readonly savepoints: boolean;
 
   private constructor(
     private readonly runner: QueryRunner,
     private readonly channel: SavepointChannel,
-    { isolation, deferredConstraints }: RequestTransactionTerms,
+    { isolation, deferredConstraints, savepoints }: RequestTransactionTerms,
   ) {
     this.query = runner.query;
     this.scoped = new CommitScopedState(isolation, deferredConstraints);
+    this.savepoints = savepoints;
   }
 
   /**
@@ -135,7 +142,8 @@ export class RequestTransaction implements TransactionHooks {
         if (name !== 'transaction') return transaction.unit(() => method.apply(manager, args));
         transaction.scoped.checkNested(args[0]);
         if (units.getStore() === transaction) return method.apply(manager, args);
-        return transaction.unit(() => endedAsCommitWould(method, manager, args));
+        // TypeORM takes a savepoint of its own for it, and rolls a failure back to it.
+        return transaction.unit(() => endedAsCommitWould(method, manager, args), true);
       };
     }
     byRunner.set(runner, transaction);
@@ -262,6 +270,13 @@ export class RequestTransaction implements TransactionHooks {
     throw error;
   };
 
+  /**
+   * Without unit savepoints, the database failure of a unit: PostgreSQL
+   * aborted the whole transaction there, so no later unit runs, and a
+   * handler that caught it and returned answers `UnitFailedWithoutSavepointError`.
+   */
+  abortedBy?: UnitFailedWithoutSavepointError;
+
   /** What a statement meets once the transaction is not open. */
   closedError(): Error {
     return this.connectionLost ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
@@ -279,15 +294,18 @@ export class RequestTransaction implements TransactionHooks {
 
   /**
    * Runs `work` as a unit of the request's transaction (see the class), or
-   * as part of the unit the caller already runs in.
+   * as part of the unit the caller already runs in. `ownSavepoint`: `work`
+   * rolls its own failure back (a nested `transaction()`), so without unit
+   * savepoints that failure does not abort the request's transaction.
    */
-  unit<T>(work: () => Promise<T>): Promise<T> {
+  unit<T>(work: () => Promise<T>, ownSavepoint = false): Promise<T> {
     const scope = units.getStore();
     if (scope === this || scope === this.ownScope) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
+    if (this.abortedBy) return Promise.reject(this.abortedBy);
     // Most units find no other in flight: they start now, without waiting a turn.
     const idle = this.running++ === 0;
-    const started = idle ? this.inSavepoint(work) : this.lastUnit.then(() => this.inSavepoint(work));
+    const started = idle ? this.inSavepoint(work, ownSavepoint) : this.lastUnit.then(() => this.inSavepoint(work, ownSavepoint));
     this.lastUnit = started.then(this.ended, this.ended);
     return started;
   }
@@ -298,14 +316,15 @@ export class RequestTransaction implements TransactionHooks {
     this.running--;
   };
 
-  private async inSavepoint<T>(work: () => Promise<T>): Promise<T> {
+  private async inSavepoint<T>(work: () => Promise<T>, ownSavepoint: boolean): Promise<T> {
     if (!this.isOpen) throw this.closedError();
-    const savepoint = this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
+    if (this.abortedBy) throw this.abortedBy;
+    const savepoint = !this.savepoints ? undefined : this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
     this.taken = true;
-    if (this.channel.pipelined) {
+    if (savepoint && this.channel.pipelined) {
       // Sent now, ahead of the unit's first statement, in the same write; a failure fails that statement too.
       for (const sql of savepoint) this.channel.enqueue(sql).catch(() => undefined);
-    } else {
+    } else if (savepoint) {
       await this.channel.enqueue(savepoint.join('; '));
     }
     this.scoped.reset();
@@ -314,6 +333,11 @@ export class RequestTransaction implements TransactionHooks {
       if (this.scoped.hasEnd) await units.run(this, () => this.scoped.end(this.ownQuery, this.sendOwn));
       return result;
     } catch (error) {
+      if (!this.savepoints) {
+        // A failure PostgreSQL answered aborted the transaction; one raised before anything was sent did not.
+        if (!ownSavepoint && SQLSTATE.test(sqlStateOf(error) ?? '')) this.abortedBy ??= new UnitFailedWithoutSavepointError(error);
+        throw error;
+      }
       // Before the caller sees the failure: the transaction is usable again when it does.
       if (this.isOpen) await this.channel.enqueue(ROLLBACK_TO).catch(() => undefined);
       throw error;
@@ -352,6 +376,9 @@ async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<u
     throw error;
   }
 }
+
+/** A code PostgreSQL answers with, not one of Node's (`ECONNRESET`). */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /** "current transaction is aborted, commands ignored until end of transaction block". */
 const IN_FAILED_TRANSACTION = '25P02';
