@@ -9,7 +9,7 @@ import { machineBeforeRun } from './machine-load.js';
 import { renderPairedChart } from './paired-chart.js';
 import type { PairedOptions } from './paired-options.js';
 import { formatPairedReport, windowLine } from './paired-report.js';
-import { CACHE_OFF_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
+import { CACHE_OFF_MOUNT, NO_SAVEPOINTS_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
 import { type PairedWindow, pairsOf, summariseComparisons, summariseVariants } from './paired-statistics.js';
 import { peerFor } from './peer-setup.js';
 import { currentCommit, describeMachine, round2, runCommand, writeResultFiles } from './results-file.js';
@@ -31,6 +31,7 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
   const notes = [
     'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the paired ratios, each of two neighbouring windows of one app process.',
     `The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`,
+    `The no-unit-savepoints variant ran on a third, mounted under /${NO_SAVEPOINTS_MOUNT.prefix}.`,
   ];
   const before = await machineBeforeRun(log);
   if (before.warning) notes.push(before.warning);
@@ -48,7 +49,7 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
     poolSize: options.poolSize,
     pipeline: options.pipeline,
     peer,
-    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency },
+    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency, [NO_SAVEPOINTS_MOUNT.prefix]: NO_SAVEPOINTS_MOUNT.idempotency },
   });
   cleanup.add('bench app', () => app.process.stop());
   const load = startLoadGenerator();
