@@ -1,5 +1,6 @@
 import multipart from '@fastify/multipart';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { Logger } from '@nestjs/common';
 import request from 'supertest';
 import { IdempotencyModule, IdempotencyOutboxModule } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
@@ -61,5 +62,40 @@ describe.each(HTTP_ADAPTERS)('unitSavepoints: false (%s)', (adapter) => {
     const answer = await post('units/caught-inside', label, { label });
     expect([answer.status, answer.body]).toEqual([201, { caught: 'caught' }]);
     expect(await rowsLabelled(`${label}%`)).toEqual([label, `${label}:after`]);
+  });
+});
+
+/**
+ * The default: a savepoint per unit. Past 64 in one transaction, PostgreSQL's
+ * snapshots overflow their subtransaction cache; the module says so, once,
+ * with what to do.
+ */
+describe('unit savepoints past the subtransaction cache (default options)', () => {
+  let db: TestDatabase;
+  let app: RunningApp;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    app = await startApp({ imports: userCodeModules(db.url, 'express', 4, [IdempotencyModule.forRoot({ reaper: false }), IdempotencyOutboxModule.forRoot({})]) });
+    await db.query(USER_ROWS_SCHEMA);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('warns once when a request takes more than 64 savepoints, naming the ways out, and not below that', async () => {
+    const warn = vi.spyOn(Logger.prototype, 'warn');
+    const overflowWarnings = () => warn.mock.calls.filter(([message]) => String(message).includes('more than 64 savepoints'));
+    try {
+      const post = (key: string, count: number) => Promise.resolve(request(app.url).post('/user-code/row-by-row').set('Idempotency-Key', key).send({ label: key, count }));
+      expect((await post(`under-${Date.now()}`, 64)).status).toBe(201);
+      expect(overflowWarnings()).toEqual([]);
+      for (const count of [65, 80]) expect((await post(`over-${count}-${Date.now()}`, count)).status).toBe(201);
+      expect(overflowWarnings()).toHaveLength(1);
+      expect(String(overflowWarnings()[0][0])).toMatch(/unitSavepoints: false/);
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
@@ -59,6 +60,16 @@ const SAVEPOINT = 'SAVEPOINT idempotency_unit';
 const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
 const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
 
+/**
+ * The subtransactions PostgreSQL keeps in a backend's own cache
+ * (PGPROC_MAX_CACHED_SUBXIDS): past them a transaction overflows, and every
+ * snapshot taken while it runs (on standbys, until it ends) looks the
+ * transaction of each recent row up in pg_subtrans.
+ */
+const CACHED_SUBTRANSACTIONS = 64;
+/** Warned once per process: one route's shape is enough to act on. */
+let warnedOverflow = false;
+
 /** The unit of work the caller runs in, if any: everything it starts belongs to it. */
 const units = new AsyncLocalStorage<object>();
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
@@ -103,6 +114,8 @@ export class RequestTransaction implements TransactionHooks {
   /** What the running unit's COMMIT would have ended. */
   private readonly scoped: CommitScopedState;
   private readonly savepoints: boolean;
+  /** Savepoints taken so far: each unit that writes is a subtransaction with an xid of its own. */
+  private savepointsTaken = 0;
 
   private constructor(
     private readonly runner: QueryRunner,
@@ -321,6 +334,7 @@ export class RequestTransaction implements TransactionHooks {
     if (this.abortedBy) throw this.abortedBy;
     const savepoint = !this.savepoints ? undefined : this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
     this.taken = true;
+    if (savepoint && ++this.savepointsTaken === CACHED_SUBTRANSACTIONS + 1) warnOfOverflow();
     if (savepoint && this.channel.pipelined) {
       // Sent now, ahead of the unit's first statement, in the same write; a failure fails that statement too.
       for (const sql of savepoint) this.channel.enqueue(sql).catch(() => undefined);
@@ -343,6 +357,16 @@ export class RequestTransaction implements TransactionHooks {
       throw error;
     }
   }
+}
+
+function warnOfOverflow(): void {
+  if (warnedOverflow) return;
+  warnedOverflow = true;
+  new Logger('Idempotency').warn(
+    `A request's transaction took more than ${CACHED_SUBTRANSACTIONS} savepoints, one per unit of its handler's writes: past that many subtransactions PostgreSQL's snapshots overflow, ` +
+      'and while such transactions run, readers (on a standby above all) look up the transaction of every recent row in pg_subtrans, which slows them down sharply once a long transaction is open. ' +
+      'Write in fewer units (one insert() of many rows, or the writes inside one transaction() callback), or set unitSavepoints: false if the handler lets its database errors propagate.',
+  );
 }
 
 /** The number of TypeORM subscribers of the runner's DataSource (`dataSource` in 1.x, `connection` in 0.3). */
