@@ -25,8 +25,8 @@ import { PGBENCH_VARIABLES } from './pgbench/pgbench-variables.js';
 const SCRIPT_FOLDER = fileURLToPath(new URL('../../bench/pgbench/', import.meta.url));
 /** The business insert of guarded-first.sql, each unit's one statement here. */
 const ORDER_INSERT = `INSERT INTO "orders"("id", "tenant", "sku", "quantity", "note", "status", "created_at") VALUES (DEFAULT, :tenant, :sku, :quantity, NULL, DEFAULT, DEFAULT) RETURNING "id", "status", "created_at";`;
-/** What the standby's readers run: the newest orders, each checked against their snapshot. */
-const READER = `SELECT id FROM orders WHERE tenant = 'bench' ORDER BY seq DESC LIMIT 100;\n`;
+/** What the standby's readers run: the newest `rows` orders, each checked against their snapshot. */
+const reader = (rows: number) => `SELECT count(*) FROM (SELECT id FROM orders WHERE tenant = 'bench' ORDER BY seq DESC LIMIT ${rows}) AS newest;\n`;
 
 const COMMAND_LINE = {
   command: 'npm run bench:subtransactions --',
@@ -36,6 +36,12 @@ const COMMAND_LINE = {
     rounds: valueFlag({ placeholder: '<n>', description: 'rounds; each runs every variant once, in reverse every other round', default: '2', parse: wholeNumber() }),
     clients: valueFlag({ placeholder: '<n>', description: 'pgbench clients writing on the primary', default: '8', parse: wholeNumber() }),
     readers: valueFlag({ placeholder: '<n>', description: 'pgbench clients reading on the standby', default: '4', parse: wholeNumber() }),
+    'reader-rows': valueFlag({
+      placeholder: '<n>',
+      description: 'the newest orders each read checks: past 65,536 transactions (32 pages of pg_subtrans), a suboverflowed snapshot misses its SLRU',
+      default: '100',
+      parse: wholeNumber(),
+    }),
     port: valueFlag({ placeholder: '<n>', description: "the primary's port; the standby's is the next", default: '15532', parse: wholeNumber(1024, 65534) }),
   },
   footer: "Debian's PostgreSQL 15 binaries (POSTGRES_BIN_DIR for others) and pgbench on PATH.",
@@ -75,7 +81,7 @@ runBenchCommand({
     const folder = await mkdtemp(join(tmpdir(), 'subtransactions-'));
     cleanup.add('scripts', () => rm(folder, { recursive: true, force: true }));
     const template = await readFile(`${SCRIPT_FOLDER}guarded-first.sql`, 'utf8');
-    await writeFile(join(folder, 'reader.sql'), READER);
+    await writeFile(join(folder, 'reader.sql'), reader(options['reader-rows']));
 
     const variants: Variant[] = options.writes.flatMap((writes) => [
       { writes, savepoints: true, longTransaction: false },
