@@ -70,8 +70,8 @@ async function countRoute(app: INestApplication, path: string, requests: number,
 
 function formatTable(rows: Array<{ pipeline: boolean; label: string; counted: CountedStatements }>): string {
   const kinds = [...new Set(rows.flatMap((row) => Object.keys(row.counted.byKind)))];
-  const header = ['pipelining', 'route', 'statements', 'round trips', ...kinds];
-  const lines = rows.map((row) => [row.pipeline ? 'on' : 'off', row.label, fmt(row.counted.statements), fmt(row.counted.roundTrips), ...kinds.map((kind) => fmt(row.counted.byKind[kind] ?? 0))]);
+  const header = ['pipelining', 'route', 'statements', 'queries', 'round trips', ...kinds];
+  const lines = rows.map((row) => [row.pipeline ? 'on' : 'off', row.label, fmt(row.counted.statements), fmt(row.counted.queries), fmt(row.counted.roundTrips), ...kinds.map((kind) => fmt(row.counted.byKind[kind] ?? 0))]);
   return [header, header.map(() => '---'), ...lines].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 

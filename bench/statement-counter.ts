@@ -4,6 +4,8 @@ import pg from 'pg';
 export interface CountedStatements {
   /** SQL statements, a multi-statement string counted statement by statement. */
   statements: number;
+  /** Queries node-postgres sent: a multi-statement string is one (one message, one answer). */
+  queries: number;
   /**
    * Times a connection sent something while waiting for no answer: on a
    * pipelined connection, statements sent while others are in flight ride
@@ -24,6 +26,7 @@ type CountedClient = pg.Client & { pipeline?: boolean; inFlight?: number };
  */
 export class StatementCounter {
   private statements = 0;
+  private queries = 0;
   private roundTrips = 0;
   private byKind: Record<string, number> = {};
 
@@ -57,18 +60,20 @@ export class StatementCounter {
 
   reset(): void {
     this.statements = 0;
+    this.queries = 0;
     this.roundTrips = 0;
     this.byKind = {};
   }
 
   perRequest(requests: number): CountedStatements {
     const byKind = Object.fromEntries(Object.entries(this.byKind).map(([kind, count]) => [kind, count / requests]));
-    return { statements: this.statements / requests, roundTrips: this.roundTrips / requests, byKind };
+    return { statements: this.statements / requests, queries: this.queries / requests, roundTrips: this.roundTrips / requests, byKind };
   }
 
   private count(client: CountedClient, config: unknown): void {
     const text = typeof config === 'string' ? config : (config as { text?: string } | undefined)?.text;
     if (typeof text !== 'string') return;
+    this.queries++;
     if (!client.pipeline || !client.inFlight) this.roundTrips++;
     for (const statement of text.split(';').map((part) => part.trim()).filter(Boolean)) {
       this.statements++;

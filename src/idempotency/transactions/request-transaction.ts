@@ -335,11 +335,12 @@ export class RequestTransaction implements TransactionHooks {
     const savepoint = !this.savepoints ? undefined : this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
     this.taken = true;
     if (savepoint && ++this.savepointsTaken === CACHED_SUBTRANSACTIONS + 1) warnOfOverflow();
-    if (savepoint && this.channel.pipelined) {
-      // Sent now, ahead of the unit's first statement, in the same write; a failure fails that statement too.
-      for (const sql of savepoint) this.channel.enqueue(sql).catch(() => undefined);
-    } else if (savepoint) {
-      await this.channel.enqueue(savepoint.join('; '));
+    if (savepoint) {
+      // One query, RELEASE and SAVEPOINT together: one message and one answer for the server and for node-postgres.
+      const sent = this.channel.enqueue(savepoint.join('; '));
+      // Pipelined, it goes out ahead of the unit's first statement, in the same write; a failure fails that statement too.
+      if (this.channel.pipelined) sent.catch(() => undefined);
+      else await sent;
     }
     this.scoped.reset();
     try {
