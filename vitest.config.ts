@@ -13,6 +13,7 @@ const TYPEORM_JOIN_SUITES = [
   'src/idempotency/transactions/libraries/*.contract.spec.ts',
   'test/write-paths.e2e-spec.ts',
   'test/user-code.e2e-spec.ts',
+  'test/unit-savepoints.e2e-spec.ts',
   'test/named-data-source.e2e-spec.ts',
   'test/compatibility.e2e-spec.ts',
   'test/faithful-transaction/*.e2e-spec.ts',

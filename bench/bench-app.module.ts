@@ -19,7 +19,7 @@ export interface BenchAppOptions {
    * mode, a reaper schedule or `encryption` with base64 keys; unset ones keep
    * the module's defaults.
    */
-  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'claim' | 'reaper' | 'retention' | 'wait' | 'encryption'>;
+  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'claim' | 'reaper' | 'retention' | 'wait' | 'encryption' | 'unitSavepoints'>;
   /** node-postgres pipelining (`extra.pipeline`) on the app's DataSource; default: the demo's, on. */
   pipeline?: boolean;
   /** Connections in the app's pool (`extra.max`); default: the demo's `DB_POOL_SIZE`. */

@@ -5,6 +5,7 @@ import { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { OrdersService } from '../src/demo/orders/orders.service.js';
 import { BareOrderTransaction, BENCH_TENANT } from './bare-order-transaction.js';
+import { TwoRowOrder } from './two-row-order.js';
 
 /** Express and Fastify responses both set headers this way. */
 export interface HeaderWriter {
@@ -32,6 +33,7 @@ export class BenchOrdersController {
   constructor(
     private readonly orders: OrdersService,
     private readonly bare: BareOrderTransaction,
+    private readonly twoRows: TwoRowOrder,
   ) {}
 
   /** The framework floor: routing, body parsing and validation, no database. */
@@ -76,6 +78,23 @@ export class BenchOrdersController {
     return this.createOrder(dto, response);
   }
 
+  /** Two inserts through `TransactionHost.manager` in a plain `dataSource.transaction()`: the base of the next route. */
+  @Post('two-rows/bare')
+  async createTwoRowsBare(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.twoRows.createBare(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
+  /** The module's default around the same two inserts, each a unit of the request's transaction with a savepoint of its own. */
+  @Post('two-rows/idempotent')
+  @Idempotent()
+  async createTwoRows(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.twoRows.create(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
   // Another `@Idempotent({ … })` route variant is one more handler like these (see bench/README.md).
 
   /** What every `@Idempotent()` route of the bench runs: the demo's order write, answered like `POST /orders`. */
@@ -89,7 +108,7 @@ export class BenchOrdersController {
 /** The bench routes and the demo's OrdersService they drive. */
 @Module({
   controllers: [BenchOrdersController],
-  providers: [OrdersService, BareOrderTransaction],
+  providers: [OrdersService, BareOrderTransaction, TwoRowOrder],
   exports: [BareOrderTransaction],
 })
 export class BenchOrdersModule {}

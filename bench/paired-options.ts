@@ -1,4 +1,5 @@
-import { type CommandLine, type CommandLineValues, type Flag, fileName, positiveNumber, switchFlag, text, valueFlag, wholeNumber } from '../harness/command-line.js';
+import { type CommandLine, type CommandLineValues, type Flag, fileName, list, positiveNumber, switchFlag, text, valueFlag, wholeNumber } from '../harness/command-line.js';
+import type { ScenarioId } from './scenarios.js';
 
 /** The flags of `npm run bench` (the paired method); each default is written here once, and the help text comes from them. */
 export const PAIRED_COMMAND_LINE = {
@@ -11,6 +12,8 @@ export const PAIRED_COMMAND_LINE = {
     connections: valueFlag({ placeholder: '<n>', description: 'concurrent connections of the load generator, open for the whole run', default: '32', parse: wholeNumber() }),
     pool: valueFlag({ placeholder: '<n>', description: "connections in the bench app's pool", default: '10', parse: wholeNumber() }),
     'replay-keys': valueFlag({ placeholder: '<n>', description: 'completed keys created for each replay variant', default: '1000', parse: wholeNumber() }),
+    only: valueFlag({ placeholder: '<ids>', description: 'comma-separated variant ids to run (see bench/README.md): their comparisons alone, in a shorter walk', defaultNote: 'all', parse: list }),
+    'no-pipeline': switchFlag("node-postgres pipelining off on the bench app's DataSource (on in the demo's): as a DataSource with pg's defaults sends"),
     'no-peer': switchFlag('skip @node-idempotency/nestjs even when Redis answers'),
     'redis-url': valueFlag({ placeholder: '<url>', description: "the peer's Redis", default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', defaultNote: 'REDIS_URL, else redis://127.0.0.1:6379', parse: text }),
     'results-name': valueFlag({ placeholder: '<name>', description: 'write bench/results/<name>.json and <name>.svg', default: 'paired', parse: fileName }),
@@ -32,6 +35,10 @@ export interface PairedOptions {
   poolSize: number;
   /** Completed keys created once for each replay variant, then cycled. */
   replayKeys: number;
+  /** The variants to run, by id; all when unset. */
+  only?: ScenarioId[];
+  /** node-postgres pipelining on the bench app's DataSource. */
+  pipeline: boolean;
   /** Whether to load the peer when a Redis server answers. */
   peer: boolean;
   redisUrl: string;
@@ -49,6 +56,8 @@ export function pairedOptions(values: CommandLineValues<typeof PAIRED_COMMAND_LI
     connections: values.connections,
     poolSize: values.pool,
     replayKeys: values['replay-keys'],
+    only: values.only as ScenarioId[] | undefined,
+    pipeline: !values['no-pipeline'],
     peer: !values['no-peer'],
     redisUrl: values['redis-url'],
     resultsName: values['results-name'],

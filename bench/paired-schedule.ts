@@ -1,11 +1,14 @@
 import type { LoadTarget } from './load-protocol.js';
-import { SCENARIOS, type Scenario, type ScenarioId, type Twins } from './scenarios.js';
+import { APP_VARIANTS, SCENARIOS, type Scenario, type ScenarioId, type Twins } from './scenarios.js';
 
 /**
  * The path prefix of the app mounted beside the main one in a paired run's
  * bench app, and its module options: the replay cache is global to an app.
  */
 export const CACHE_OFF_MOUNT = { prefix: 'cache-off', idempotency: { replayCacheSize: 0 } } as const;
+
+/** Another app mounted beside the main one: the units' savepoints off (the round-based method's `no-savepoints` app). */
+export const NO_SAVEPOINTS_MOUNT = { prefix: 'no-savepoints', idempotency: APP_VARIANTS['no-savepoints']().idempotency } as const;
 
 /** The scenario of `id`, as a paired run sends it: every one to the one bench app process. */
 function variant(id: ScenarioId, path?: string): Scenario {
@@ -23,6 +26,9 @@ export const PAIRED_VARIANTS: readonly Scenario[] = [
   variant('claim-first-first'),
   variant('at-commit-first'),
   variant('peer-first'),
+  variant('two-rows-bare'),
+  variant('two-rows-first'),
+  variant('two-rows-no-savepoints', `/${NO_SAVEPOINTS_MOUNT.prefix}${SCENARIOS.find((scenario) => scenario.id === 'two-rows-no-savepoints')!.path}`),
   variant('replay'),
   variant('peer-replay'),
   variant('uncached-replay', `/${CACHE_OFF_MOUNT.prefix}${SCENARIOS.find((scenario) => scenario.id === 'uncached-replay')!.path}`),
@@ -39,6 +45,8 @@ export const COMPARISONS: readonly Twins[] = [
   // The default claim mode is 'first': the same work twice, so this pair shows the method's own noise.
   { name: 'claim first, pinned ÷ module’s default (same work)', subject: 'claim-first-first', base: 'first' },
   { name: 'at commit ÷ claim first', subject: 'at-commit-first', base: 'claim-first-first' },
+  { name: 'two rows: module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
+  { name: 'two rows: no unit savepoints ÷ module’s default', subject: 'two-rows-no-savepoints', base: 'two-rows-first' },
   { name: 'replay ÷ peer replay', subject: 'replay', base: 'peer-replay' },
   { name: 'replay, cache off ÷ peer replay', subject: 'uncached-replay', base: 'peer-replay' },
   { name: 'replay, cache off ÷ replay, cache on', subject: 'uncached-replay', base: 'replay' },
@@ -60,6 +68,9 @@ const CYCLE: readonly ScenarioId[] = [
   'first',
   'claim-first-first',
   'at-commit-first',
+  'two-rows-no-savepoints',
+  'two-rows-first',
+  'two-rows-bare',
   'replay',
   'peer-replay',
   'uncached-replay',

@@ -9,7 +9,7 @@ import { machineBeforeRun } from './machine-load.js';
 import { renderPairedChart } from './paired-chart.js';
 import type { PairedOptions } from './paired-options.js';
 import { formatPairedReport, windowLine } from './paired-report.js';
-import { CACHE_OFF_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
+import { CACHE_OFF_MOUNT, NO_SAVEPOINTS_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
 import { type PairedWindow, pairsOf, summariseComparisons, summariseVariants } from './paired-statistics.js';
 import { peerFor } from './peer-setup.js';
 import { currentCommit, describeMachine, round2, runCommand, writeResultFiles } from './results-file.js';
@@ -31,6 +31,7 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
   const notes = [
     'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the paired ratios, each of two neighbouring windows of one app process.',
     `The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`,
+    `The no-unit-savepoints variant ran on a third, mounted under /${NO_SAVEPOINTS_MOUNT.prefix}.`,
   ];
   const before = await machineBeforeRun(log);
   if (before.warning) notes.push(before.warning);
@@ -38,14 +39,17 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
   cleanup.add('database', database.close);
   const machine = describeMachine(database.description, before.busyShare);
   const peer = await peerFor(options, true, runId, cleanup, notes, log);
-  const variants = PAIRED_VARIANTS.filter((variant) => !variant.peer || peer);
+  const variants = PAIRED_VARIANTS.filter((variant) => (!variant.peer || peer) && (!options.only || options.only.includes(variant.id)));
+  if (options.only && variants.length < options.only.length) throw new Error(`--only: no paired variant ${options.only.filter((id) => !variants.some((variant) => variant.id === id)).join(', ')}`);
+  if (!options.pipeline) notes.push("node-postgres pipelining was off on the bench app's DataSource (--no-pipeline).");
   const schedule = windowSchedule(options.pairs, variants);
 
   const app = await startBenchApp({
     databaseUrl: database.url,
     poolSize: options.poolSize,
+    pipeline: options.pipeline,
     peer,
-    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency },
+    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency, [NO_SAVEPOINTS_MOUNT.prefix]: NO_SAVEPOINTS_MOUNT.idempotency },
   });
   cleanup.add('bench app', () => app.process.stop());
   const load = startLoadGenerator();

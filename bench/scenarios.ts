@@ -20,7 +20,10 @@ export type ScenarioId =
   | 'at-commit-first'
   | 'at-commit-replay'
   | 'encrypted-first'
-  | 'encrypted-replay';
+  | 'encrypted-replay'
+  | 'two-rows-bare'
+  | 'two-rows-first'
+  | 'two-rows-no-savepoints';
 
 /**
  * The bench app processes, by what differs from the module's defaults: the
@@ -35,6 +38,8 @@ export const APP_VARIANTS = {
   'claim-first-replays': () => ({ idempotency: { replayCacheSize: 0, readFirst: false } }),
   /** node-postgres pipelining off: BEGIN, the claim, the outcome and COMMIT each wait for the previous answer. */
   unpipelined: () => ({ pipeline: false }),
+  /** Units of the handler's writes without savepoints (`unitSavepoints: false`): what they cost. */
+  'no-savepoints': () => ({ idempotency: { unitSavepoints: false } }),
   // A fresh key per run: the bench database is dropped at the end, and nothing sealed outlives it.
   encrypted: () => ({ idempotency: { replayCacheSize: 0, encryption: { keys: [{ id: 'bench', key: randomBytes(32).toString('base64') }] } } }),
 } satisfies Record<string, () => Omit<BenchAppOptions, 'databaseUrl' | 'peer'>>;
@@ -89,6 +94,10 @@ export const SCENARIOS: readonly Scenario[] = [
   ours('at-commit-replay', 'replay at commit, no shortcut', 'claim-first-replays', true, '/bench/orders/at-commit'),
   ours('encrypted-first', 'encrypted first', 'encrypted', false),
   ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
+  // The shape most handlers have: two inserts through TransactionHost.manager, no module API between them.
+  { id: 'two-rows-bare', label: 'two rows, bare transaction', path: '/bench/two-rows/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
+  ours('two-rows-first', 'two rows, first execution', 'main', false, '/bench/two-rows/idempotent'),
+  ours('two-rows-no-savepoints', 'two rows, no unit savepoints', 'no-savepoints', false, '/bench/two-rows/idempotent'),
 ];
 
 /** A scenario against its twin, which differs in one thing only: the ratio is that thing's cost. */
@@ -109,6 +118,8 @@ export const TWINS: readonly Twins[] = [
   { name: 'no pipelining, first execution', subject: 'unpipelined-first', base: 'first' },
   { name: 'claimed at commit, not first, first execution', subject: 'at-commit-first', base: 'claim-first-first' },
   { name: 'claimed at commit, not first, replay with no shortcut', subject: 'at-commit-replay', base: 'claim-replay' },
+  { name: 'two rows through TransactionHost.manager: the module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
+  { name: 'no unit savepoints, two rows', subject: 'two-rows-no-savepoints', base: 'two-rows-first' },
 ];
 
 /** The demo's order body: valid for CreateOrderDto, identical on every request so replays match their fingerprint. */

@@ -2,6 +2,7 @@
 -- transaction (RequestTransaction), a savepoint taken in the same write as its first statement, released before the
 -- next unit's. Against guarded-first.sql it is what the savepoints cost PostgreSQL.
 -- The same four round trips; three statements more (two SAVEPOINTs, one RELEASE), each in its unit's write.
+-- The module sends a RELEASE and the SAVEPOINT after it as one query; a pgbench pipeline takes no compound statement.
 -- Variables the runner passes with -D (see bench/README.md): tenant, sku, scope, operation, fingerprint,
 -- retention_ms, wait, response_status, response_headers, response_body, event_type, payload, event_headers,
 -- event_index, source_key_hash, notify (the phase, empty, is a literal: pgbench takes no empty -D). Every transaction uses a fresh key.

@@ -14,35 +14,13 @@ import { migrate } from '../growth-seeding.js';
 import { machineBeforeRun } from '../machine-load.js';
 import { median } from '../statistics.js';
 import { type QueryMode, runWindow, type WindowResult } from './pgbench-window.js';
+import { PGBENCH_VARIABLES } from './pgbench-variables.js';
 
 /** The scripts, bare first: every other one is compared with it window by window. */
 const SCRIPTS = ['bare', 'bare-pipelined', 'guarded-first', 'guarded-first-units', 'at-commit', 'claim-first-two-writes'];
 const MODES: readonly QueryMode[] = ['prepared', 'extended'];
 /** The scripts sit beside the sources; the build leaves them there. */
 const SCRIPT_FOLDER = fileURLToPath(new URL('../../../bench/pgbench/', import.meta.url));
-
-const ORDER_ID = '0b6f5a8e-3c2d-4f1e-9a7b-5c4d3e2f1a0b';
-/** The order view the bench's routes answer, ~165 bytes: the outbox event's payload and the record's body. */
-const ORDER_VIEW = JSON.stringify({ id: ORDER_ID, tenant: 'bench', sku: 'bench-sku-1', quantity: 2, note: null, status: 'created', createdAt: '2026-01-01T00:00:00.000Z' });
-
-/** The statements' parameters, as the bench app's `@Idempotent()` route sends them for the demo's order. */
-const VARIABLES: Record<string, string> = {
-  tenant: 'bench',
-  sku: 'bench-sku-1',
-  scope: 'tenant:bench',
-  operation: 'POST /bench/orders/idempotent',
-  fingerprint: 'a3f1c9e07b24d5868e1f0c3b7a9d2e4f6b8c0d1e2f3a4b5c6d7e8f9a0b1c2d3e',
-  retention_ms: String(24 * 60 * 60 * 1000),
-  wait: '1000',
-  response_status: '201',
-  response_headers: JSON.stringify({ location: `/orders/${ORDER_ID}`, 'content-type': 'application/json; charset=utf-8' }),
-  response_body: ORDER_VIEW,
-  event_type: 'order.created',
-  payload: ORDER_VIEW,
-  event_headers: '{}',
-  event_index: '0',
-  source_key_hash: '5d41402abc4b2a76',
-};
 
 const COMMAND_LINE = {
   command: 'npm run bench:pgbench --',
@@ -78,7 +56,7 @@ runBenchCommand({
     log(`${database.description}; load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
     for (const mode of options.modes as QueryMode[]) {
       const window = (script: string, seconds: number) =>
-        runWindow(database.url, { script: `${SCRIPT_FOLDER}${script}.sql`, mode, seconds, clients: options.clients, threads: options.threads, variables: { ...VARIABLES, notify: String(options.notify) } });
+        runWindow(database.url, { script: `${SCRIPT_FOLDER}${script}.sql`, mode, seconds, clients: options.clients, threads: options.threads, variables: { ...PGBENCH_VARIABLES, notify: String(options.notify) } });
       for (const script of SCRIPTS) await window(script, options.warmup);
       const rounds: Array<Record<string, WindowResult>> = [];
       for (let round = 0; round < options.rounds; round++) {

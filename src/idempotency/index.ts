@@ -66,6 +66,7 @@ export {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
   TransactionClosedError,
+  UnitFailedWithoutSavepointError,
   UnstorableResponseException,
   type ProblemDetails,
   type RecordUndecryptableReason,

@@ -273,6 +273,14 @@ class UserCodeController {
     return { label: body.label };
   }
 
+  /** Inserts `body.count` rows one by one, as a loop of repository calls does: each a unit of the request's transaction. */
+  @Post('row-by-row')
+  @Idempotent()
+  async rowByRow(@Body() body: Labelled & { count: number }) {
+    for (let row = 0; row < body.count; row++) await this.rows.insert({ label: `${body.label}:${row}` });
+    return { inserted: body.count };
+  }
+
   /** Inserts, catches the unique violation, and carries on. */
   @Post('catch')
   @Idempotent()

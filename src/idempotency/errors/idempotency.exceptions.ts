@@ -265,6 +265,22 @@ export class IdempotencyConfigurationError extends Error {
 }
 
 /**
+ * A write of the request failed, the handler went on, and `unitSavepoints`
+ * is off: PostgreSQL aborted the request's transaction at that failure, so
+ * nothing after it can run or commit.
+ */
+export class UnitFailedWithoutSavepointError extends Error {
+  constructor(readonly failure: unknown) {
+    super(
+      `A database call of this @Idempotent() request failed (${(failure as Error)?.message ?? String(failure)}) and the handler went on; ` +
+        'with unitSavepoints: false the request\'s transaction is aborted at its first failed statement, so nothing after it runs or commits. ' +
+        'Let the error propagate, or turn unitSavepoints back on (the default) so that a caught failure undoes its own write only.',
+    );
+    this.name = 'UnitFailedWithoutSavepointError';
+  }
+}
+
+/**
  * A database call from an idempotent request's async context once its
  * transaction has ended, on any path: an injected repository or
  * EntityManager, `dataSource.query()`, a query builder, `transaction()`,

@@ -56,7 +56,11 @@ export class HandlerInTransaction {
     // The caller gave up while the key was claimed: the handler must not start for nobody.
     if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
     const started = performance.now();
-    const joined = RequestTransaction.install(runner, transaction, { isolation, deferredConstraints: this.served.deferredConstraints });
+    const joined = RequestTransaction.install(runner, transaction, {
+      isolation,
+      deferredConstraints: this.served.deferredConstraints,
+      savepoints: this.options.unitSavepoints,
+    });
     const { manager } = runner;
     // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
     const send = <Row>(statement: PreparedStatement) => joined.unit(async () => (await transaction.query<Row>(statement)).rows);
@@ -78,6 +82,8 @@ export class HandlerInTransaction {
     if ((await this.settled(running)) === 'still-running') failure ??= { error: new HandlerStillRunningError(this.options.settleTimeout) };
     // Caught or not, a conflict PostgreSQL resolved against this transaction is answered as such, and nothing is recorded.
     if (joined.conflict !== undefined) return { error: joined.conflict };
+    // Without unit savepoints, a failure the handler caught left the transaction aborted: nothing of it can commit.
+    if (!failure && joined.abortedBy) return { error: joined.abortedBy };
     if (!failure) return { outcome: terms.capture(result), result };
     if (!terms.storesError?.(failure.error)) return { error: failure.error };
     await transaction.query(`ROLLBACK TO SAVEPOINT ${HANDLER_SAVEPOINT}`);

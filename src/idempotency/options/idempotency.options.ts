@@ -124,6 +124,21 @@ export interface IdempotencyModuleOptions {
    */
   claimDriver?: ClaimDriverName;
   /**
+   * Whether each unit of the handler's writes (a statement, a `save()`, a
+   * `transaction()` callback) runs behind a savepoint of its own, so that a
+   * failure the handler catches undoes that unit alone and the request's
+   * transaction goes on, as it would with a connection per call. Default
+   * true. `false` sends no savepoint: the request's transaction is aborted
+   * at the first failed statement, so a handler that catches a database
+   * error and carries on gets `UnitFailedWithoutSavepointError` at its next
+   * write, or as its answer, and nothing commits. It saves PostgreSQL a
+   * subtransaction per unit that writes (two statements, and an xid of its
+   * own): only for apps whose handlers let every database error propagate,
+   * and that run long transactions beside the requests, where
+   * subtransactions slow standbys down (docs/performance.md).
+   */
+  unitSavepoints?: boolean;
+  /**
    * The largest request body, in bytes, that the module reads itself to
    * fingerprint it: a body no parser has read when the route's interceptor
    * runs (a multipart upload that a `FileInterceptor` inside `@Idempotent()`
@@ -380,6 +395,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     readFirst: options.readFirst ?? true,
     preparedStatements: options.preparedStatements ?? true,
     claimDriver: options.claimDriver ?? 'pg',
+    unitSavepoints: options.unitSavepoints ?? true,
     openapi: options.openapi ?? true,
     maxBodyBytes: options.maxBodyBytes ?? 16 * 1024 * 1024,
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },

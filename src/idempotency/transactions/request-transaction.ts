@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
+import { TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
@@ -11,6 +12,8 @@ export interface RequestTransactionTerms {
   isolation: IsolationLevel;
   /** The database's INITIALLY DEFERRED constraints, which each unit checks at its end as its COMMIT would (see `CommitScopedState`). */
   deferredConstraints: readonly string[];
+  /** Whether each unit runs behind a savepoint of its own (the module's `unitSavepoints`). */
+  savepoints: boolean;
 }
 
 /**
@@ -57,6 +60,16 @@ const SAVEPOINT = 'SAVEPOINT idempotency_unit';
 const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
 const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
 
+/**
+ * The subtransactions PostgreSQL keeps in a backend's own cache
+ * (PGPROC_MAX_CACHED_SUBXIDS): past them a transaction overflows, and every
+ * snapshot taken while it runs (on standbys, until it ends) looks the
+ * transaction of each recent row up in pg_subtrans.
+ */
+const CACHED_SUBTRANSACTIONS = 64;
+/** Warned once per process: one route's shape is enough to act on. */
+let warnedOverflow = false;
+
 /** The unit of work the caller runs in, if any: everything it starts belongs to it. */
 const units = new AsyncLocalStorage<object>();
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
@@ -77,6 +90,9 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  *   transaction carries on, so a handler that catches a unique violation and
  *   goes on works as it did. The savepoint goes out with the unit's first
  *   statement on a pipelined connection, and costs a round trip otherwise.
+ *   With `unitSavepoints: false` there is none: a unit's database failure
+ *   aborts the transaction, and later units are refused with
+ *   `UnitFailedWithoutSavepointError`.
  * - **Closed once the flow has sent COMMIT or ROLLBACK.** A statement on
  *   the runner after that throws `TransactionClosedError`, whatever path it
  *   took, rather than run on a connection that went back to the pool.
@@ -92,19 +108,23 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
 export class RequestTransaction implements TransactionHooks {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
-  /** A unit ran: its savepoint is released before the next one is taken. */
+  /** A unit ran: its savepoint, if it took one, is released before the next one is taken. */
   private taken = false;
   private readonly query: QueryRunner['query'];
   /** What the running unit's COMMIT would have ended. */
   private readonly scoped: CommitScopedState;
+  private readonly savepoints: boolean;
+  /** Savepoints taken so far: each unit that writes is a subtransaction with an xid of its own. */
+  private savepointsTaken = 0;
 
   private constructor(
     private readonly runner: QueryRunner,
     private readonly channel: SavepointChannel,
-    { isolation, deferredConstraints }: RequestTransactionTerms,
+    { isolation, deferredConstraints, savepoints }: RequestTransactionTerms,
   ) {
     this.query = runner.query;
     this.scoped = new CommitScopedState(isolation, deferredConstraints);
+    this.savepoints = savepoints;
   }
 
   /**
@@ -135,7 +155,8 @@ export class RequestTransaction implements TransactionHooks {
         if (name !== 'transaction') return transaction.unit(() => method.apply(manager, args));
         transaction.scoped.checkNested(args[0]);
         if (units.getStore() === transaction) return method.apply(manager, args);
-        return transaction.unit(() => endedAsCommitWould(method, manager, args));
+        // TypeORM takes a savepoint of its own for it, and rolls a failure back to it.
+        return transaction.unit(() => endedAsCommitWould(method, manager, args), true);
       };
     }
     byRunner.set(runner, transaction);
@@ -262,6 +283,13 @@ export class RequestTransaction implements TransactionHooks {
     throw error;
   };
 
+  /**
+   * Without unit savepoints, the database failure of a unit: PostgreSQL
+   * aborted the whole transaction there, so no later unit runs, and a
+   * handler that caught it and returned answers `UnitFailedWithoutSavepointError`.
+   */
+  abortedBy?: UnitFailedWithoutSavepointError;
+
   /** What a statement meets once the transaction is not open. */
   closedError(): Error {
     return this.connectionLost ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
@@ -279,15 +307,18 @@ export class RequestTransaction implements TransactionHooks {
 
   /**
    * Runs `work` as a unit of the request's transaction (see the class), or
-   * as part of the unit the caller already runs in.
+   * as part of the unit the caller already runs in. `ownSavepoint`: `work`
+   * rolls its own failure back (a nested `transaction()`), so without unit
+   * savepoints that failure does not abort the request's transaction.
    */
-  unit<T>(work: () => Promise<T>): Promise<T> {
+  unit<T>(work: () => Promise<T>, ownSavepoint = false): Promise<T> {
     const scope = units.getStore();
     if (scope === this || scope === this.ownScope) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
+    if (this.abortedBy) return Promise.reject(this.abortedBy);
     // Most units find no other in flight: they start now, without waiting a turn.
     const idle = this.running++ === 0;
-    const started = idle ? this.inSavepoint(work) : this.lastUnit.then(() => this.inSavepoint(work));
+    const started = idle ? this.inSavepoint(work, ownSavepoint) : this.lastUnit.then(() => this.inSavepoint(work, ownSavepoint));
     this.lastUnit = started.then(this.ended, this.ended);
     return started;
   }
@@ -298,15 +329,18 @@ export class RequestTransaction implements TransactionHooks {
     this.running--;
   };
 
-  private async inSavepoint<T>(work: () => Promise<T>): Promise<T> {
+  private async inSavepoint<T>(work: () => Promise<T>, ownSavepoint: boolean): Promise<T> {
     if (!this.isOpen) throw this.closedError();
-    const savepoint = this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
+    if (this.abortedBy) throw this.abortedBy;
+    const savepoint = !this.savepoints ? undefined : this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
     this.taken = true;
-    if (this.channel.pipelined) {
-      // Sent now, ahead of the unit's first statement, in the same write; a failure fails that statement too.
-      for (const sql of savepoint) this.channel.enqueue(sql).catch(() => undefined);
-    } else {
-      await this.channel.enqueue(savepoint.join('; '));
+    if (savepoint && ++this.savepointsTaken === CACHED_SUBTRANSACTIONS + 1) warnOfOverflow();
+    if (savepoint) {
+      // One query, RELEASE and SAVEPOINT together: one message and one answer for the server and for node-postgres.
+      const sent = this.channel.enqueue(savepoint.join('; '));
+      // Pipelined, it goes out ahead of the unit's first statement, in the same write; a failure fails that statement too.
+      if (this.channel.pipelined) sent.catch(() => undefined);
+      else await sent;
     }
     this.scoped.reset();
     try {
@@ -314,11 +348,26 @@ export class RequestTransaction implements TransactionHooks {
       if (this.scoped.hasEnd) await units.run(this, () => this.scoped.end(this.ownQuery, this.sendOwn));
       return result;
     } catch (error) {
+      if (!this.savepoints) {
+        // A failure PostgreSQL answered aborted the transaction; one raised before anything was sent did not.
+        if (!ownSavepoint && SQLSTATE.test(sqlStateOf(error) ?? '')) this.abortedBy ??= new UnitFailedWithoutSavepointError(error);
+        throw error;
+      }
       // Before the caller sees the failure: the transaction is usable again when it does.
       if (this.isOpen) await this.channel.enqueue(ROLLBACK_TO).catch(() => undefined);
       throw error;
     }
   }
+}
+
+function warnOfOverflow(): void {
+  if (warnedOverflow) return;
+  warnedOverflow = true;
+  new Logger('Idempotency').warn(
+    `A request's transaction took more than ${CACHED_SUBTRANSACTIONS} savepoints, one per unit of its handler's writes: past that many subtransactions PostgreSQL's snapshots overflow, ` +
+      'and while such transactions run, readers (on a standby above all) look up the transaction of every recent row in pg_subtrans, which slows them down sharply once a long transaction is open. ' +
+      'Write in fewer units (one insert() of many rows, or the writes inside one transaction() callback), or set unitSavepoints: false if the handler lets its database errors propagate.',
+  );
 }
 
 /** The number of TypeORM subscribers of the runner's DataSource (`dataSource` in 1.x, `connection` in 0.3). */
@@ -352,6 +401,9 @@ async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<u
     throw error;
   }
 }
+
+/** A code PostgreSQL answers with, not one of Node's (`ECONNRESET`). */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /** "current transaction is aborted, commands ignored until end of transaction block". */
 const IN_FAILED_TRANSACTION = '25P02';
