@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type DataSourceOptions } from 'typeorm';
-import { IdempotencyModule, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
+import { IdempotencyConfigurationError, IdempotencyModule, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
 import { installedVersions } from '../src/idempotency/module/installed-versions.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -65,18 +65,27 @@ describe('the startup check of Nest, TypeORM and the transaction join', () => {
     expect(await startupError()).toBeUndefined();
   });
 
+  // In forRoot() and forRootAsync(), as the app's module is defined: on TypeORM 0.2 Nest's scan of the modules fails before any
+  // onModuleInit() runs (test/fixtures/unsupported-nest9-typeorm02 shows it on the packed package).
   it.each([
     ['typeorm', '0.2.45'],
     ['typeorm', '2.0.0'],
     ['@nestjs/common', '9.4.3'],
     ['@nestjs/core', '13.0.0'],
-  ])('refuses %s %s, naming the versions found and the ranges supported', async (name, version) => {
+  ])('refuses %s %s in forRoot() and forRootAsync(), naming the versions found and the ranges supported', (name, version) => {
     const installed = { ...installedVersions(), [name]: version };
     vi.mocked(installedVersions).mockReturnValue(installed);
-    const error = await startupError();
-    expect(error?.message).toContain(`${name} ${version} is outside the versions it supports`);
-    expect(error?.message).toContain(`Found @nestjs/common ${installed['@nestjs/common']}, @nestjs/core ${installed['@nestjs/core']}, typeorm ${installed.typeorm}`);
-    expect(error?.message).toContain('It supports @nestjs/common ^10.0.0 || ^11.0.0 || ^12.0.0, @nestjs/core ^10.0.0 || ^11.0.0 || ^12.0.0, typeorm ^0.3.0 || ^1.0.0');
+    for (const define of [() => IdempotencyModule.forRoot(), () => IdempotencyModule.forRootAsync({ useFactory: () => ({}) })]) {
+      expect(define).toThrow(IdempotencyConfigurationError);
+      expect(define).toThrow(`${name} ${version} is outside the versions it supports`);
+      expect(define).toThrow(`Found @nestjs/common ${installed['@nestjs/common']}, @nestjs/core ${installed['@nestjs/core']}, typeorm ${installed.typeorm}`);
+      expect(define).toThrow('It supports @nestjs/common ^10.0.0 || ^11.0.0 || ^12.0.0, @nestjs/core ^10.0.0 || ^11.0.0 || ^12.0.0, typeorm ^0.3.0 || ^1.0.0');
+    }
+  });
+
+  it('names every peer outside its range at once', () => {
+    vi.mocked(installedVersions).mockReturnValue({ '@nestjs/common': '9.4.3', '@nestjs/core': '9.4.3', typeorm: '0.2.45' });
+    expect(() => IdempotencyModule.forRoot()).toThrow('@nestjs/common 9.4.3 and @nestjs/core 9.4.3 and typeorm 0.2.45 are outside the versions it supports');
   });
 
   /** What a release that stopped reading the manager's queryRunner would do: each query on a connection of its own. */

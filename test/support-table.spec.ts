@@ -1,5 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { satisfies } from '../src/idempotency/module/installed-versions.js';
 
 interface Manifest {
   type?: string;
@@ -14,9 +15,13 @@ interface Lock {
 const fixturesDir = 'test/fixtures';
 const readJson = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8'));
 
-/** The consumer apps: every folder of test/fixtures with a package.json, as test/fixtures/run.mjs finds them. */
+/**
+ * The consumer apps of the supported rows: every folder of test/fixtures with
+ * a package.json, as test/fixtures/run.mjs finds them, less the `unsupported-`
+ * ones, apps the module must refuse.
+ */
 const fixtures = readdirSync(fixturesDir, { withFileTypes: true })
-  .filter((entry) => entry.isDirectory() && existsSync(join(fixturesDir, entry.name, 'package.json')))
+  .filter((entry) => entry.isDirectory() && !entry.name.startsWith('unsupported-') && existsSync(join(fixturesDir, entry.name, 'package.json')))
   .map((entry) => entry.name)
   .sort();
 
@@ -48,23 +53,44 @@ function supportRow(fixture: string): string[] {
   ];
 }
 
-/** The rows of the README's table between the support-table markers, as cells. */
-function tableRows(): string[][] {
-  const readme = readFileSync('README.md', 'utf8');
-  const match = /<!-- support-table:start -->\n([\s\S]*?)<!-- support-table:end -->/.exec(readme);
-  if (!match) throw new Error('the README has no <!-- support-table:start --> ... <!-- support-table:end --> block');
-  const lines = match[1].split('\n').filter((line) => line.startsWith('|'));
-  // The header and the |---| line first.
-  return lines.slice(2).map((line) =>
+/** The rows of a document's table between the support-table markers, as cells by column. */
+function tableRows(file = 'README.md'): Array<Record<string, string>> {
+  const text = readFileSync(file, 'utf8');
+  const match = /<!-- support-table:start -->\n([\s\S]*?)<!-- support-table:end -->/.exec(text);
+  if (!match) throw new Error(`${file} has no <!-- support-table:start --> ... <!-- support-table:end --> block`);
+  const cellsOf = (line: string) =>
     line
       .slice(1, -1)
       .split('|')
-      .map((cell) => cell.trim()),
-  );
+      .map((cell) => cell.trim());
+  const [header, , ...rows] = match[1].split('\n').filter((line) => line.startsWith('|'));
+  const columns = cellsOf(header);
+  return rows.map((line) => Object.fromEntries(cellsOf(line).map((cell, index) => [columns[index], cell])));
 }
 
-/** The fixture a row names, from its last cell's link. */
-const rowFixture = (row: string[]) => /\[`([^`]+)`\]/.exec(row.at(-1) ?? '')?.[1];
+/** The fixture a row names, from its last cell, a link in the README and a name in the guides. */
+const rowFixture = (row: Record<string, string>) => /`([^`]+)`/.exec(row['Tested by'] ?? '')?.[1];
+
+/** The row's cells that say what it runs on, in the order supportRow() gives them. */
+const runsOn = (row: Record<string, string>) => [row.Nest, row.TypeORM, row['Module format'], row['Test runner'], row.Node, row['Tested by']];
+
+/** `npm install nest-idempotency @nestjs/typeorm@11 typeorm@^0.3 pg` as [name, range or undefined] per package. */
+function packagesOf(line: string): Array<[string, string | undefined]> {
+  return line
+    .replace(/^`|`$/g, '')
+    .split(/\s+/)
+    .slice(2)
+    .map((spec) => {
+      const at = spec.indexOf('@', 1);
+      return at < 0 ? [spec, undefined] : [spec.slice(0, at), spec.slice(at + 1)];
+    });
+}
+
+/** `11` and `^0.3` as the caret ranges satisfies() reads: `^11.0.0`, `^0.3.0`. */
+const caret = (range: string) => {
+  const parts = range.replace(/^\^/, '').split('.');
+  return `^${[...parts, '0', '0'].slice(0, 3).join('.')}`;
+};
 
 describe("the README's support table", () => {
   it('has a row for every consumer app, and no row without one', () => {
@@ -72,7 +98,36 @@ describe("the README's support table", () => {
     expect(tableRows().map(rowFixture).sort()).toEqual(fixtures);
   });
 
-  it.each(fixtures)("says what %s runs on, as its package.json and lock say", (fixture) => {
-    expect(tableRows().find((row) => rowFixture(row) === fixture)).toEqual(supportRow(fixture));
+  it.each(fixtures)('says what %s runs on, as its package.json and lock say', (fixture) => {
+    expect(runsOn(tableRows().find((row) => rowFixture(row) === fixture)!)).toEqual(supportRow(fixture));
+  });
+
+  // test/fixtures/run.mjs runs the line of a fixture that leaves out the packages it names, and checks the majors it installed.
+  it.each(fixtures)("gives %s an install line whose versions its lock holds", (fixture) => {
+    const row = tableRows().find((candidate) => rowFixture(candidate) === fixture)!;
+    const lock = readJson<Lock>(join(fixturesDir, fixture, 'package-lock.json'));
+    const packages = packagesOf(row.Install);
+    expect(packages.map(([name]) => name)).toEqual(expect.arrayContaining(['nest-idempotency', '@nestjs/typeorm', 'typeorm', 'pg']));
+    for (const [name, range] of packages) {
+      const version = lock.packages[`node_modules/${name}`]?.version;
+      expect({ name, version }).toEqual({ name, version: expect.any(String) });
+      if (range) expect({ name, range, satisfied: satisfies(version!, caret(range)) }).toEqual({ name, range, satisfied: true });
+    }
+  });
+
+  it("is the one the Install section gives, line for line", () => {
+    const readme = readFileSync('README.md', 'utf8');
+    const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('**One import and the migration.**'));
+    const block = /```bash\n([\s\S]*?)```/.exec(install)?.[1] ?? '';
+    const lines = block
+      .split('\n')
+      .map((line) => line.replace(/#.*$/, '').trim())
+      .filter(Boolean);
+    expect(new Set(lines)).toEqual(new Set(tableRows().map((row) => row.Install.replace(/^`|`$/g, ''))));
+  });
+
+  it('is the one docs/upgrading.md gives', () => {
+    const inGuide = tableRows('docs/upgrading.md');
+    expect(inGuide.map((row) => ({ ...row, 'Tested by': rowFixture(row) }))).toEqual(tableRows().map((row) => ({ ...row, 'Tested by': rowFixture(row) })));
   });
 });

@@ -73,6 +73,18 @@ describe('createScratchDatabase', () => {
     expect(rows).toEqual([]);
   });
 
+  // Unchecked, pg took a missing URL for its defaults and failed with "no PostgreSQL user name specified in startup packet".
+  it.each([undefined, '', '  '])('names DATABASE_URL when the server URL is missing (%j)', async (missing) => {
+    await expect(createScratchDatabase(missing)).rejects.toThrow(/^createScratchDatabase: no server URL \(.*\)\. Is DATABASE_URL set\? .*DATABASE_URL=postgres:\/\/.* npm run test:e2e$/);
+  });
+
+  it.each([
+    ['127.0.0.1:5432', 'not a URL'],
+    ['mysql://root@127.0.0.1/test', 'a mysql: URL'],
+  ])('refuses a server URL that is no postgres:// URL (%s), naming DATABASE_URL', async (url, what) => {
+    await expect(createScratchDatabase(url)).rejects.toThrow(new RegExp(`the server URL is ${what} \\(check DATABASE_URL\\)`));
+  });
+
   it('refuses a prefix that is no plain identifier', async () => {
     await expect(createScratchDatabase(serverUrl(), { prefix: 'x; DROP DATABASE test' })).rejects.toThrow(/prefix/);
   });

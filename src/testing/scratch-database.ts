@@ -28,11 +28,12 @@ export interface ScratchDatabaseOptions {
  * timestamp order, as your app's DataSource would.
  *
  * @example
- * const db = await createScratchDatabase(process.env.DATABASE_URL!, { migrations: [CreateOrders1764500000000] });
+ * const db = await createScratchDatabase(process.env.DATABASE_URL, { migrations: [CreateOrders1764500000000] });
  * // ... TypeOrmModule.forRoot({ type: 'postgres', url: db.url, ... })
  * await db.drop();
  */
-export async function createScratchDatabase(serverUrl: string, options: ScratchDatabaseOptions = {}): Promise<ScratchDatabase> {
+export async function createScratchDatabase(serverUrl: string | undefined, options: ScratchDatabaseOptions = {}): Promise<ScratchDatabase> {
+  serverUrl = checkedServerUrl(serverUrl);
   const prefix = options.prefix ?? 'idempotency_scratch';
   if (!/^[a-z_][a-z0-9_]{0,49}$/.test(prefix)) throw new Error(`createScratchDatabase: prefix ${JSON.stringify(prefix)} must be 1 to 50 lower-case letters, digits or _, not starting with a digit`);
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
@@ -48,6 +49,31 @@ export async function createScratchDatabase(serverUrl: string, options: ScratchD
     throw error;
   }
   return database;
+}
+
+/**
+ * The server's URL, checked before pg reads it: pg takes a missing one for
+ * its own defaults (PGUSER, PGHOST, ...) and fails far from the cause, with
+ * "no PostgreSQL user name specified in startup packet".
+ */
+function checkedServerUrl(serverUrl: string | undefined): string {
+  const example = 'e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run test:e2e';
+  if (typeof serverUrl !== 'string' || serverUrl.trim() === '') {
+    throw new Error(
+      `createScratchDatabase: no server URL (${JSON.stringify(serverUrl) ?? 'undefined'}). Is DATABASE_URL set? ` +
+        `Run the tests with the URL of a PostgreSQL server whose user may create databases, ${example}`,
+    );
+  }
+  let protocol: string;
+  try {
+    protocol = new URL(serverUrl).protocol;
+  } catch {
+    throw new Error(`createScratchDatabase: the server URL is not a URL (check DATABASE_URL); expected postgres://user@host:port/database, ${example}`);
+  }
+  if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+    throw new Error(`createScratchDatabase: the server URL is a ${protocol} URL (check DATABASE_URL); expected postgres://user@host:port/database, ${example}`);
+  }
+  return serverUrl;
 }
 
 async function runMigrations(url: string, migrations: NonNullable<DataSourceOptions['migrations']>): Promise<void> {

@@ -1,9 +1,7 @@
-import { Logger, type Type } from '@nestjs/common';
+import type { Type } from '@nestjs/common';
 import { adminProblemStatus, AdminProblemType } from './admin.exceptions.js';
+import { loadSwagger } from '../openapi/swagger.js';
 
-/** The part of @nestjs/swagger this uses; loaded only if the app has it installed. */
-type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiTags' | 'ApiOperation' | 'ApiQuery' | 'ApiBody' | 'ApiResponse' | 'ApiExcludeController'>;
-const loadSwagger = (): Promise<Swagger> => import('@nestjs/swagger');
 
 const PROBLEM = { type: 'object', required: ['type', 'title', 'status', 'detail'], properties: { type: { type: 'string', format: 'uri' }, title: { type: 'string' }, status: { type: 'integer' }, detail: { type: 'string' } } };
 const PAGE = (item: object) => ({
@@ -121,8 +119,8 @@ const ROUTES: Record<string, { summary: string; query?: Query[]; body?: object; 
  * created, before `SwaggerModule.createDocument()` reads the metadata.
  */
 export async function documentAdminApi([api, page]: readonly Type[]): Promise<void> {
-  const swagger = await loadSwagger().catch(() => undefined);
-  if (!swagger) return new Logger('IdempotencyAdmin').debug('@nestjs/swagger is not installed: the admin API is not documented');
+  const swagger = await loadSwagger();
+  if (!swagger) return;
   swagger.ApiTags('idempotency admin')(api);
   if (page) swagger.ApiExcludeController()(page);
   for (const [name, route] of Object.entries(ROUTES)) {

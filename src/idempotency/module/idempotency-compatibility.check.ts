@@ -2,7 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import type { DataSource, ObjectLiteral, SelectQueryBuilder } from 'typeorm';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import { installedVersions, satisfies, SUPPORTED_PEERS, type SupportedPeer } from './installed-versions.js';
+import { SUPPORTED_RANGES, versionsFound } from './supported-versions.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
 const BACKEND = 'SELECT pg_backend_pid() AS pid';
@@ -21,9 +21,10 @@ const JOINED_PATHS: ReadonlyArray<readonly [path: string, askBackend: (dataSourc
 ];
 
 /**
- * Refuses to start where the module cannot keep its guarantee: on a Nest or
- * TypeORM outside the ranges it supports, and wherever the transaction join
- * (transactions/transaction-join.ts, which relies on TypeORM's internals) does not work.
+ * Refuses to start wherever the transaction join
+ * (transactions/transaction-join.ts, which relies on TypeORM's internals) does
+ * not work. A Nest or TypeORM outside the supported ranges is refused earlier,
+ * by `forRoot()` (supported-versions.ts).
  * The join is proved, not assumed: inside a transaction made current as a
  * request's is, a statement down each path Nest code writes by must run on
  * that transaction's connection. Where one does not, a handler's writes
@@ -39,20 +40,12 @@ export class IdempotencyCompatibilityCheck implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const versions = installedVersions();
-    const outside = (Object.keys(SUPPORTED_PEERS) as SupportedPeer[]).filter((name) => versions[name] !== undefined && !satisfies(versions[name]!, SUPPORTED_PEERS[name]));
-    if (outside.length > 0) {
-      throw new IdempotencyConfigurationError(
-        `IdempotencyModule cannot start: ${outside.map((name) => `${name} ${versions[name]}`).join(' and ')} ${outside.length > 1 ? 'are' : 'is'} outside the versions it supports. ` +
-          `${found(versions)}. ${SUPPORTED}. Install a supported version.`,
-      );
-    }
     const strays = await this.strayPaths();
     if (strays.length > 0) {
       throw new IdempotencyConfigurationError(
         `IdempotencyModule cannot start: a handler's writes would not join the request's transaction on this TypeORM. ` +
           `Inside a transaction, ${strays.join('; ')}: they would commit on their own, apart from the recorded outcome, and run again on a retry. ` +
-          `${found(versions)}. ${SUPPORTED}. TypeORM changed what the module relies on: pin the last version that started, and report these versions.`,
+          `${versionsFound()}. ${SUPPORTED_RANGES}. TypeORM changed what the module relies on: pin the last version that started, and report these versions.`,
       );
     }
   }
@@ -80,16 +73,6 @@ export class IdempotencyCompatibilityCheck implements OnModuleInit {
       await runner.release();
     }
   }
-}
-
-const SUPPORTED = `It supports ${Object.entries(SUPPORTED_PEERS)
-  .map(([name, range]) => `${name} ${range}`)
-  .join(', ')}`;
-
-function found(versions: Record<string, string | undefined>): string {
-  return `Found ${Object.entries(versions)
-    .map(([name, version]) => `${name} ${version ?? '(version not found)'}`)
-    .join(', ')}`;
 }
 
 /** What `work` settles with, or undefined once `ms` have passed. */

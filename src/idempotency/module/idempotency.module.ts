@@ -10,7 +10,8 @@ import { IdempotentMutationsValidator } from '../graphql/idempotent-mutations.va
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotentRoutes } from '../http/idempotent-route.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
-import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
+import { ConfigurableIdempotencyModule, IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
+import { refuseUnsupportedVersions } from './supported-versions.js';
 import { type IdempotencyModuleOptions, resolveModuleOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IdempotencyReaper } from '../reaper/idempotency.reaper.js';
 import { NamedStatementsProbe } from '../driver/named-statements.js';
@@ -101,10 +102,21 @@ export class IdempotencyModule extends ConfigurableIdempotencyModule implements 
     super();
   }
 
-  /** The module with these options; every option has a default, so `IdempotencyModule.forRoot()` runs with them all. */
+  /**
+   * The module with these options; every option has a default, so
+   * `IdempotencyModule.forRoot()` runs with them all. Refuses a Nest or
+   * TypeORM outside the supported ranges here, before Nest scans the modules.
+   */
   static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
+    refuseUnsupportedVersions();
     // The builder's forRoot() requires its argument, and reads its keys.
     return super.forRoot(options);
+  }
+
+  /** The module with options made by a factory, a class or an existing provider; refuses unsupported versions as `forRoot()` does. */
+  static forRootAsync(options: typeof IDEMPOTENCY_ASYNC_OPTIONS_TYPE): DynamicModule {
+    refuseUnsupportedVersions();
+    return super.forRootAsync(options);
   }
 
   /**

@@ -1,14 +1,11 @@
-import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyProblemType } from '../errors/idempotency.exceptions.js';
 import type { IdempotentRoutes } from '../http/idempotent-route.js';
 import { MAX_KEY_LENGTH } from '../http/idempotency-key.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
+import { loadSwagger } from './swagger.js';
 
-/** The part of @nestjs/swagger this uses; loaded only if the app has it installed. */
-type Swagger = Pick<typeof import('@nestjs/swagger'), 'ApiHeader' | 'ApiResponse'>;
-const loadSwagger = (): Promise<Swagger> => import('@nestjs/swagger');
 
 const PROBLEM_SCHEMA = {
   type: 'object',
@@ -62,8 +59,8 @@ export async function documentIdempotentRoutes(
   options: ResolvedModuleOptions,
 ): Promise<void> {
   if (!options.openapi) return;
-  const swagger = await loadSwagger().catch(() => undefined);
-  if (!swagger) return new Logger('Idempotency').debug('@nestjs/swagger is not installed: routes are not documented');
+  const swagger = await loadSwagger();
+  if (!swagger) return;
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as Function | null;
     if (!controller?.prototype) continue;

@@ -1,6 +1,9 @@
 import { Inject, Injectable, type InjectionToken, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { DataSource } from 'typeorm';
+// A namespace import: a named one would stop the ES build from linking on a TypeORM without DataSource (0.2), before
+// IdempotencyModule.forRoot() could refuse that version by name.
+import * as typeorm from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type IsolationLevel, isAtLeast, isolationLevelOf, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -14,7 +17,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
  * together.
  */
 export function dataSourceTokenOf(name: string): InjectionToken {
-  return name === 'default' ? DataSource : `${name}DataSource`;
+  return name === 'default' ? typeorm.DataSource : `${name}DataSource`;
 }
 
 /**
