@@ -126,6 +126,13 @@ describe("the README's support table", () => {
     expect(new Set(lines)).toEqual(new Set(tableRows().map((row) => row.Install.replace(/^`|`$/g, ''))));
   });
 
+  it('gives Getting started its install lines, one tab per row', () => {
+    const guide = readFileSync('docs/getting-started.md', 'utf8');
+    const install = guide.slice(guide.indexOf('## Install'), guide.indexOf('## The entity'));
+    const lines = [...install.matchAll(/```bash \[[^\]]+\]\n([^\n]+)\n```/g)].map(([, line]) => line.trim());
+    expect(new Set(lines)).toEqual(new Set(tableRows().map((row) => row.Install.replace(/^`|`$/g, ''))));
+  });
+
   it('is the one docs/upgrading.md gives', () => {
     const inGuide = tableRows('docs/upgrading.md');
     expect(inGuide.map((row) => ({ ...row, 'Tested by': rowFixture(row) }))).toEqual(tableRows().map((row) => ({ ...row, 'Tested by': rowFixture(row) })));
