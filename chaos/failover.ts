@@ -98,8 +98,9 @@ async function runFailover(options: FailoverOptions, cleanup: CleanupStack, runn
   running.endpoint = endpoint;
   cleanup.add('haproxy', () => endpoint.stop());
   // Created on the primary (the standby replays it), reached through the endpoint from then on; the folder goes with the pair.
-  const name = new URL((await createScratchDatabase(pair.primary.url(), 'failover')).url).pathname.slice(1);
-  const url = endpoint.url(name);
+  const scratchUrl = (await createScratchDatabase(pair.primary.url(), 'failover')).url;
+  const name = new URL(scratchUrl).pathname.slice(1);
+  const url = endpoint.url(scratchUrl);
   log(`database ${name} through haproxy on port ${endpoint.port}: primary ${pair.primary.port}, standby ${pair.standby.port}`);
   const pool = new pg.Pool({ connectionString: url, max: 3 });
   // Its idle connections die with the primary; the next query opens one to wherever the endpoint points.

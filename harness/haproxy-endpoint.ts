@@ -26,7 +26,7 @@ export function haproxyBinary(): string | undefined {
  *
  * ```ts
  * const endpoint = await HaproxyEndpoint.start({ port: 16432, servers: { primary: 15432, standby: 15433 }, active: 'primary' });
- * // ... the app connects to endpoint.url('app')
+ * // ... the app connects to endpoint.url(databaseUrl)
  * await endpoint.repoint('standby');
  * ```
  */
@@ -58,9 +58,12 @@ export class HaproxyEndpoint {
     return endpoint;
   }
 
-  /** A connection URL to `database` on whatever server the endpoint points at, as `postgres`. */
-  url(database = 'postgres'): string {
-    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  /** `databaseUrl` (its user, password and database) reached through the endpoint, on whatever server it points at. */
+  url(databaseUrl: string): string {
+    const through = new URL(databaseUrl);
+    through.hostname = '127.0.0.1';
+    through.port = String(this.port);
+    return through.toString();
   }
 
   /** Points new connections at `server` and cuts every connection still open to the others. */

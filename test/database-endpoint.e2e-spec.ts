@@ -50,7 +50,7 @@ describe.skipIf(!HAPROXY)('connections through an endpoint that moves', () => {
     silent = await silentServer();
     const database = new URL(db.url);
     endpoint = await HaproxyEndpoint.start({ port: await freePort(), servers: { postgres: Number(database.port || 5432), silent: silent.port }, active: 'postgres' });
-    demo = await startDemoProcess({ DATABASE_URL: endpoint.url(database.pathname.slice(1)), TENANT_RATE_LIMIT: '0', REAPER_INTERVAL_MS: '0' });
+    demo = await startDemoProcess({ DATABASE_URL: endpoint.url(db.url), TENANT_RATE_LIMIT: '0', REAPER_INTERVAL_MS: '0' });
   }, 90_000);
   afterAll(async () => {
     await demo?.stop();
