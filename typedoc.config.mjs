@@ -41,7 +41,6 @@ export default {
   // ConfigurableModuleBuilder, typed by it, with no declaration here to
   // comment; docs/configuration.md, docs/outbox.md and docs/admin.md describe them.
   intentionallyNotDocumented: [
-    'nest-idempotency.IdempotencyModule.forRootAsync',
     'nest-idempotency.IdempotencyOutboxModule.forRootAsync',
     'nest-idempotency.IdempotencyAdminModule.forRoot',
     'nest-idempotency.IdempotencyAdminModule.forRootAsync',

