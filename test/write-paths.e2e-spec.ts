@@ -107,11 +107,11 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
     expect(await notesLabelled(`after:${label}`)).toBe(0);
   });
 
-  it('leaves a transaction the handler runs on its own QueryRunner to the handler', async () => {
+  it('joins the transaction a handler runs on a QueryRunner it created: the request’s failure rolls back what its commitTransaction() released', async () => {
     const label = unique('own-runner');
     const key = newKey();
     expect((await post('/writes/own-runner', key, { label })).status).toBe(500);
-    expect(await notesLabelled(label)).toBe(1);
+    expect(await notesLabelled(label)).toBe(0);
     expect(await recordOf(key)).toBeUndefined();
   });
 
@@ -121,19 +121,19 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
     expect(await notesLabelled(label)).toBe(1);
   });
 
-  it('refuses a late repository write once the transaction has ended, rather than commit it on its own after the answer', async () => {
-    const label = unique('late');
+  it.each(['late', 'late-host'])('commits a late write on its own once the request has committed, as without the module (%s)', async (route) => {
+    const label = unique(route);
     writer.lateFailures.length = 0;
-    expect((await post('/writes/late', newKey(), { label })).status).toBe(201);
-    for (let i = 0; i < 100 && writer.lateFailures.length === 0; i++) await sleep(10);
-    expect(writer.lateFailures).toEqual([expect.any(TransactionClosedError)]);
-    expect(await notesLabelled(label)).toBe(0);
+    expect((await post(`/writes/${route}`, newKey(), { label })).status).toBe(201);
+    for (let i = 0; i < 100 && (await notesLabelled(label)) === 0; i++) await sleep(10);
+    expect(await notesLabelled(label)).toBe(1);
+    expect(writer.lateFailures).toEqual([]);
   });
 
-  it('refuses a late write through TransactionHost.manager once the transaction has ended, rather than commit it on its own', async () => {
-    const label = unique('late-host');
+  it('refuses a late write once the request has rolled back, so that nothing of a failed request commits', async () => {
+    const label = unique('late-failed');
     writer.lateFailures.length = 0;
-    expect((await post('/writes/late-host', newKey(), { label })).status).toBe(201);
+    expect((await post('/writes/late-failed', newKey(), { label })).status).toBe(500);
     for (let i = 0; i < 100 && writer.lateFailures.length === 0; i++) await sleep(10);
     expect(writer.lateFailures).toEqual([expect.any(TransactionClosedError)]);
     expect(await notesLabelled(label)).toBe(0);

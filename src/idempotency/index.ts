@@ -65,6 +65,8 @@ export {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
+  SharedRollbackError,
+  StatementRefusedError,
   TransactionClosedError,
   UnitFailedWithoutSavepointError,
   UnstorableResponseException,

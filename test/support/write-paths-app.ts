@@ -174,6 +174,16 @@ export function writePathsApp(connection?: string): WritePathsApp {
       return { label: body.label };
     }
 
+    /** Starts a write it does not await, then fails: the request's transaction has rolled back by the time the write comes. */
+    @Post('late-failed')
+    @Idempotent()
+    lateFailed(@Body() body: NoteBody) {
+      void sleep(50)
+        .then(() => this.writer.write('injected-repository', body.label))
+        .catch((error: unknown) => this.writer.lateFailures.push(error));
+      throw new Error('failed, leaving a write behind');
+    }
+
     /** Starts a write through TransactionHost.manager it does not await: the request's transaction has ended by then. */
     @Post('late-host')
     @Idempotent()

@@ -4,6 +4,7 @@ import type { ModuleTables } from '../records/module-tables.js';
 import type { Statement } from '../records/record.statements.js';
 import { ConnectionBudget } from './admin-connections.js';
 import { AdminProblemType, AdminRefusedException } from './admin.exceptions.js';
+import { ownQueryRunner } from '../transactions/transaction-join.js';
 
 /** Runs one statement and answers its rows. */
 export type AdminQuery = <Row>(statement: Statement) => Promise<Row[]>;
@@ -43,7 +44,7 @@ export function adminDatabaseOf(dataSource: () => DataSource, tables: () => Modu
 }
 
 async function inTransaction<T>(dataSource: DataSource, statementTimeout: number | undefined, work: (query: AdminQuery) => Promise<T>): Promise<T> {
-  const runner = dataSource.createQueryRunner();
+  const runner = ownQueryRunner(dataSource);
   await runner.connect();
   try {
     await runner.startTransaction();

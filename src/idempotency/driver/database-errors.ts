@@ -1,6 +1,6 @@
 import { HttpException } from '@nestjs/common';
 import { isNamedStatementLost } from './named-statements.js';
-import { IdempotencyDatabaseUnavailableException, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
+import { IdempotencyDatabaseUnavailableException, IdempotencyPrivilegeError, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
 import { KEY_HELD_AT_COMMIT } from '../records/record.statements.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
@@ -8,6 +8,7 @@ const SERIALIZATION_FAILURE = '40001';
 const DEADLOCK_DETECTED = '40P01';
 const INVALID_TEXT_REPRESENTATION = '22P02';
 const QUERY_CANCELED = '57014';
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 /**
  * SQLSTATE classes and codes of a lost or refused connection: the connection
@@ -34,12 +35,15 @@ export function isConnectionLost(error: unknown): boolean {
  * A lost database connection answers 503 with Retry-After, not a 500 that
  * reads as final; so does a named statement a pooler lost, since the module
  * sends its statements unnamed from then on and the retry goes through; and
- * so does a serialization failure or a deadlock, the answers PostgreSQL
- * gives a transaction that a retry runs cleanly.
+ * so does a serialization failure, a deadlock or a lock not obtained
+ * (`NOWAIT`, `lock_timeout`: 55P03), the answers PostgreSQL gives a
+ * transaction that a retry runs cleanly. Holding the request's locks until
+ * it commits, the module makes such conflicts likelier than without it.
+ * The claim's own lock waits never get here: they answer 409.
  */
 export function asUnavailable(error: unknown): never {
   if (error instanceof HttpException) throw error;
-  const conflict = transactionConflictOf(error);
+  const conflict = transactionConflictOf(error) ?? (isLockTimeout(error) ? 'lock' : undefined);
   if (conflict) throw new IdempotencyTransactionConflictException(1, conflict);
   throw isConnectionLost(error) || isNamedStatementLost(error) ? new IdempotencyDatabaseUnavailableException(1) : error;
 }
@@ -76,4 +80,9 @@ export function isStatementCancelled(error: unknown): boolean {
 export function isKeyHeldAtCommit(error: unknown): boolean {
   const failure = (error as { driverError?: { code?: string; message?: string } }).driverError ?? (error as { code?: string; message?: string });
   return failure.code === INVALID_TEXT_REPRESENTATION && typeof failure.message === 'string' && failure.message.includes(KEY_HELD_AT_COMMIT);
+}
+
+/** A failure of one of the module's own statements, with the fix named where it is the role's (see `IdempotencyPrivilegeError`). */
+export function explainedOwnFailure(error: unknown): unknown {
+  return sqlStateOf(error) === INSUFFICIENT_PRIVILEGE ? new IdempotencyPrivilegeError(error) : error;
 }

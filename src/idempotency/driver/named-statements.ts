@@ -37,6 +37,48 @@ export function isNamedStatementLost(error: unknown): boolean {
   return typeof failure?.code === 'string' && LOST_NAMED_STATEMENT.has(failure.code);
 }
 
+/** The node-postgres client's record of the statements it prepared on its connection, which it sends by name only. */
+interface PreparingClient {
+  connection?: { parsedStatements?: Record<string, string> };
+}
+
+/** Connections on which a named statement went missing once already. */
+const lostBefore = new WeakSet<object>();
+
+/**
+ * Forgets what `client` believes it prepared on its connection: each named
+ * statement is prepared again at its next use. For a connection whose
+ * prepared statements the app's code dropped (DEALLOCATE, DISCARD ALL).
+ */
+export function forgetPrepared(client: unknown): void {
+  const connection = (client as PreparingClient | undefined)?.connection;
+  if (connection?.parsedStatements) connection.parsedStatements = {};
+}
+
+/**
+ * What a statement lost on `client` means. The first time on a
+ * connection, the app's code dropped its prepared statements (DEALLOCATE
+ * ALL, DISCARD ALL, on any route): they are prepared again on it, and the
+ * answer is true. Again on the same connection, a pooler sits between
+ * (`unnamedAfter`). Any other error: false.
+ */
+export function preparedAgainAfter(error: unknown, client: object, options: { preparedStatements: boolean }): boolean {
+  if (!options.preparedStatements || !isNamedStatementLost(error)) return false;
+  if (missing(error) && !lostBefore.has(client)) {
+    lostBefore.add(client);
+    forgetPrepared(client);
+    return true;
+  }
+  unnamedAfter(error, options);
+  return false;
+}
+
+/** "prepared statement … does not exist", as opposed to "already exists", which only a pooler causes. */
+function missing(error: unknown): boolean {
+  const failure = (error as { driverError?: { code?: unknown } }).driverError ?? (error as { code?: unknown });
+  return failure?.code === '26000';
+}
+
 /**
  * Turns named statements off for the rest of the process when `error` shows
  * the connection path loses them; says so once, naming the option.

@@ -1,7 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
 import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.js';
-import { unnamedAfter } from './named-statements.js';
+import { forgetPrepared, preparedAgainAfter } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
@@ -83,7 +83,13 @@ export class PgClientDriver implements TransactionDriver {
 
   async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     this.setTypeOrmState(true);
-    const [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
+    this.preparedAgain = false;
+    let [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
+    if (this.preparedAgain && begun.status === 'fulfilled') {
+      // The app's code had dropped this connection's prepared statements, and nothing ran yet: once more, with them prepared again.
+      await this.client.query('ROLLBACK');
+      [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
+    }
     // Without BEGIN, a claim that succeeded would have committed on its own: the caller rolls back what it can.
     if (begun.status === 'rejected') throw begun.reason;
     return settled;
@@ -191,12 +197,23 @@ export class PgClientDriver implements TransactionDriver {
     return Promise.allSettled(sent);
   }
 
-  /** Sends a statement as `preparedStatements` says; a named one a pooler lost turns them off for good (see named-statements.ts). */
+  /**
+   * Sends a statement as `preparedStatements` says. A named one lost on
+   * this connection is prepared again at its next use; lost again, a pooler
+   * lost it, and named ones are off for good (see named-statements.ts).
+   */
   private send<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
     return this.client.query<Row>(this.asSent(statement)).catch((error: unknown) => {
-      unnamedAfter(error, this.options);
+      if (preparedAgainAfter(error, this.client, this.options)) this.preparedAgain = true;
       throw error;
     });
+  }
+
+  /** Set when a statement of the current `begin()` met its connection without the module's prepared statements. */
+  private preparedAgain = false;
+
+  forgetPreparedStatements(): void {
+    forgetPrepared(this.client);
   }
 
   /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */

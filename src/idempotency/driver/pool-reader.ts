@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
-import { unnamedAfter } from './named-statements.js';
+import { isNamedStatementLost, unnamedAfter } from './named-statements.js';
 import type { StatementResult } from './transaction-driver.js';
 
 /** The node-postgres Pool under TypeORM's postgres driver (`driver.master`), as far as the reader uses it. */
@@ -22,12 +22,19 @@ export function poolReadOf(dataSource: DataSource, options: { preparedStatements
   const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
   if (typeof pool?.query !== 'function') return ({ text, values }) => dataSource.query(text, values);
   const pg = pool as PgPool;
-  return async <Row>({ name, text, values }: PreparedStatement) => {
+  const read = async <Row>({ name, text, values }: PreparedStatement) => (await pg.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
+  return async <Row>(statement: PreparedStatement) => {
     try {
-      return (await pg.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
+      return await read<Row>(statement);
     } catch (error) {
-      unnamedAfter(error, options);
-      throw error;
+      if (!isNamedStatementLost(error)) throw error;
+      // The pool discards the connection a query failed on: a statement the app's code dropped there (DEALLOCATE) is prepared again on another.
+      try {
+        return await read<Row>(statement);
+      } catch (again) {
+        unnamedAfter(again, options);
+        throw again;
+      }
     }
   };
 }

@@ -58,6 +58,8 @@ export interface TransactionDriver {
    * wrappers the request's transaction puts on the QueryRunner.
    */
   enqueue(sql: string): Promise<unknown>;
+  /** The app's code dropped the connection's prepared statements (DEALLOCATE): the module's named ones are prepared anew on their next use. */
+  forgetPreparedStatements(): void;
 }
 
 /** Runs `statements` one after another, each settling whatever the one before did. */

@@ -56,6 +56,9 @@ export class TypeOrmDriver implements TransactionDriver {
     await this.own(() => this.runner.rollbackTransaction()).catch(() => undefined);
   }
 
+  /** This driver sends its statements unnamed: none to forget. */
+  forgetPreparedStatements(): void {}
+
   enqueue(sql: string): Promise<unknown> {
     return this.own(() => this.runner.query(sql));
   }

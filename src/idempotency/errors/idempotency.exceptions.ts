@@ -128,16 +128,23 @@ export class IdempotencyDatabaseUnavailableException extends IdempotencyProblem 
  * until the request commits, longer than they would be without the module,
  * so deadlocks can happen here that would not without it.
  */
+/** What PostgreSQL gave up on: a serialization failure (40001), a deadlock (40P01), a lock not obtained at once or in time (55P03). */
+export type TransactionConflict = 'serialization' | 'deadlock' | 'lock';
+
+const CONFLICTS: Readonly<Record<TransactionConflict, string>> = {
+  serialization: 'A serialization failure against a concurrent transaction',
+  deadlock: 'A deadlock with a concurrent transaction',
+  lock: 'A lock held by a concurrent transaction, which a statement would not wait for (NOWAIT) or waited for past its lock_timeout,',
+};
+
 export class IdempotencyTransactionConflictException extends IdempotencyProblem {
-  constructor(retryAfterSeconds: number, reason: 'serialization' | 'deadlock') {
+  constructor(retryAfterSeconds: number, reason: TransactionConflict) {
     super(
       {
         type: IdempotencyProblemType.TransactionConflict,
         title: 'Transaction conflict',
         status: HttpStatus.SERVICE_UNAVAILABLE,
-        detail:
-          (reason === 'deadlock' ? 'A deadlock with a concurrent transaction' : 'A serialization failure against a concurrent transaction') +
-          ' rolled this request back, and nothing was recorded. Retry with the same key after the delay given in Retry-After.',
+        detail: `${CONFLICTS[reason]} rolled this request back, and nothing was recorded. Retry with the same key after the delay given in Retry-After.`,
       },
       { 'Retry-After': String(retryAfterSeconds) },
     );
@@ -297,5 +304,54 @@ export class TransactionClosedError extends Error {
         'Await it inside the handler, or start it with TransactionHost.outside() to commit it on its own.',
     );
     this.name = 'TransactionClosedError';
+  }
+}
+
+/**
+ * A statement of the app's that an `@Idempotent()` request's transaction
+ * cannot run: it would end or escape that transaction (`PREPARE
+ * TRANSACTION`, a `COMMIT` inside a `transaction()` callback), or cannot run
+ * in any transaction (`DISCARD ALL`). Thrown before anything is sent, where
+ * the handler can catch it; the message names the statement and the fix.
+ */
+export class StatementRefusedError extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'StatementRefusedError';
+  }
+}
+
+/**
+ * A transaction the handler opened on a QueryRunner of its own rolled back
+ * while writes of other paths (an injected repository, `dataSource.query()`)
+ * had run inside it. Inside an `@Idempotent()` request every path shares
+ * the request's connection, so the rollback undid them too, where without
+ * the module they would have committed on their own: the request rolls back
+ * rather than commit without them.
+ */
+export class SharedRollbackError extends Error {
+  constructor(savepoint: string) {
+    super(
+      `A QueryRunner transaction of this @Idempotent() request rolled back (${savepoint}), and writes made meanwhile through other paths (repositories, dataSource.query()) ` +
+        'rolled back with it: inside the request every path shares one connection, so they ran inside that transaction. The request rolls back rather than commit without them. ' +
+        'Make those writes through queryRunner.manager while its transaction is open, or before or after it.',
+    );
+    this.name = 'SharedRollbackError';
+  }
+}
+
+/**
+ * PostgreSQL refused one of the module's own statements for the role it ran
+ * as (42501): the app's code left another role on the connection, or the
+ * app's role lacks the grants the module's tables need.
+ */
+export class IdempotencyPrivilegeError extends Error {
+  constructor(readonly cause: unknown) {
+    super(
+      `PostgreSQL refused a statement of nest-idempotency on its tables (${(cause as Error)?.message ?? String(cause)}). It runs as the role the connection has at that moment: ` +
+        'code of the app that sets a role on this DataSource\'s connections (SET ROLE, SET SESSION AUTHORIZATION) outside an @Idempotent() request must reset it (RESET ROLE) ' +
+        'or set it for one transaction (SET LOCAL ROLE); otherwise grant that role SELECT, INSERT, UPDATE and DELETE on the module\'s tables.',
+    );
+    this.name = 'IdempotencyPrivilegeError';
   }
 }

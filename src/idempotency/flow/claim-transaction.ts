@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
+import { explainedOwnFailure } from '../driver/database-errors.js';
 import { type PgClient, PgClientDriver } from '../driver/pg-client.driver.js';
 import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from '../driver/transaction-driver.js';
 import { TypeOrmDriver } from '../driver/typeorm.driver.js';
@@ -60,12 +61,12 @@ export class ClaimTransaction {
       return [transaction, await opening(transaction.driver)];
     } catch (error) {
       await transaction.rollback();
-      throw error;
+      throw explainedOwnFailure(error);
     }
   }
 
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
-    return this.driver.query<Row>(statement);
+    return this.driver.query<Row>(statement).catch((error: unknown) => Promise.reject(explainedOwnFailure(error)));
   }
 
   /** Runs statements sent together where the connection allows; throws the first failure. */
@@ -86,7 +87,7 @@ export class ClaimTransaction {
       committed = await this.driver.commit<Row>(statement);
     } catch (error) {
       if (this.hooks) await this.hooks.afterRollback(error).catch((failure: unknown) => hookFailed('afterTransactionRollback', failure));
-      throw error;
+      throw explainedOwnFailure(error);
     }
     if (this.hooks) await this.hooks.afterCommit().catch((error: unknown) => hookFailed('afterTransactionCommit', error));
     return committed;
@@ -117,6 +118,10 @@ export class ClaimTransaction {
 
   enqueue(sql: string): Promise<unknown> {
     return this.driver.enqueue(sql);
+  }
+
+  forgetPreparedStatements(): void {
+    this.driver.forgetPreparedStatements();
   }
 
   /**

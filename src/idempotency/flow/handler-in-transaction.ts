@@ -14,6 +14,7 @@ import { HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueU
 import type { OneTransactionTerms } from './one-transaction.terms.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
+import { ownQueryRunner } from '../transactions/transaction-join.js';
 import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
 /** Taken before the handler runs, where a failure it stores is undone back to (`storesError`). */
@@ -56,10 +57,12 @@ export class HandlerInTransaction {
     // The caller gave up while the key was claimed: the handler must not start for nobody.
     if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
     const started = performance.now();
+    const dataSource = this.served.dataSource;
     const joined = RequestTransaction.install(runner, transaction, {
       isolation,
       deferredConstraints: this.served.deferredConstraints,
       savepoints: this.options.unitSavepoints,
+      ownRunner: () => ownQueryRunner(dataSource),
     });
     const { manager } = runner;
     // The module's own writes in the handler's transaction (outbox events) are units like the handler's.
@@ -84,6 +87,8 @@ export class HandlerInTransaction {
     if (joined.conflict !== undefined) return { error: joined.conflict };
     // Without unit savepoints, a failure the handler caught left the transaction aborted: nothing of it can commit.
     if (!failure && joined.abortedBy) return { error: joined.abortedBy };
+    // A QueryRunner transaction of the handler's rolled back writes that would have committed on their own.
+    if (!failure && joined.sharedRollback) return { error: joined.sharedRollback };
     if (!failure) return { outcome: terms.capture(result), result };
     if (!terms.storesError?.(failure.error)) return { error: failure.error };
     await transaction.query(`ROLLBACK TO SAVEPOINT ${HANDLER_SAVEPOINT}`);
@@ -91,11 +96,16 @@ export class HandlerInTransaction {
     return { outcome: captureError(failure.error) };
   }
 
-  /** Waits for the handler to settle, at most `settleTimeout`, then refuses its writes and lets those in flight end. */
+  /**
+   * Waits for the handler to settle, at most `settleTimeout`, then refuses
+   * its writes, lets those in flight end, and rolls back what transactions
+   * of its own it left open.
+   */
   private async settled({ run, joined }: RunningHandler): Promise<'settled' | 'still-running'> {
     const settlement = await run.settled(this.options.settleTimeout);
     joined.shut();
     await joined.drain();
+    await joined.rollBackLeftOpen();
     return settlement;
   }
 

@@ -18,6 +18,7 @@ import { HandlerAbandonedError } from './handler-run.js';
 import type { OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
 import { type Handled, HANDLER_SAVEPOINT, HandlerInTransaction } from './handler-in-transaction.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
+import { ownQueryRunner } from '../transactions/transaction-join.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /** Claims by record that meet a holder committed after their snapshot, before the request answers 503. */
@@ -53,7 +54,7 @@ export class OneTransactionFlow {
   async execute(id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     const first = this.claimsFirst(terms);
     const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
-    const runner = this.served.dataSource.createQueryRunner();
+    const runner = ownQueryRunner(this.served.dataSource);
     const held: HeldConnection = { handedOver: false };
     const isolation = terms.isolation ?? this.served.isolation;
     let transaction: ClaimTransaction | undefined;

@@ -10,6 +10,7 @@ import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { type OutboxRow, type OutboxStatement, OutboxStatements } from './outbox.store.js';
 import { RESOLVED_OUTBOX_OPTIONS } from './outbox.tokens.js';
 import { OutboxWakeup } from './outbox-wakeup.js';
+import { ownQueryRunner } from '../transactions/transaction-join.js';
 
 /** Pending events and the age of the oldest, for the lag gauges. */
 export interface OutboxStats {
@@ -110,7 +111,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const publisher = this.options.publisher;
     if (!publisher) throw new Error('The outbox relay has no publisher: pass one to IdempotencyOutboxModule.forRoot({ publisher }).');
     const started = Date.now();
-    const runner = this.served.dataSource.createQueryRunner();
+    const runner = ownQueryRunner(this.served.dataSource);
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');

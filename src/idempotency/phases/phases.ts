@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { TransactionHost } from '../transactions/transaction-host.js';
+import { ownQueryRunner } from '../transactions/transaction-join.js';
 import type { LeaseStore } from './lease.store.js';
 
 /** The claim was taken over by another owner: this one must stop without writing. */
@@ -62,7 +63,7 @@ export class Phases {
     if (phase in this.ownership.results) return this.ownership.results[phase] as T;
     this.ownership.signal.throwIfAborted(); // a stopped owner starts no new phase
     const { id, owner, leaseMs } = this.ownership;
-    const runner = this.dataSource.createQueryRunner();
+    const runner = ownQueryRunner(this.dataSource);
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');

@@ -124,10 +124,14 @@ export class CommitScopedState {
     }
   }
 
-  /** A `transaction(level, …)` joining the request's transaction: fine at or below its level, refused above it. */
-  checkNested(level: unknown): void {
+  /**
+   * A transaction asked for at `level` joining the request's transaction (a
+   * `transaction(level, …)`, a QueryRunner's `startTransaction(level)`): fine
+   * at or below its level, refused above it. `what` names it in the refusal.
+   */
+  checkNested(level: unknown, what = `transaction('${String(level)}', …)`): void {
     const asked = isolationLevelOf(level);
-    if (asked) this.isolationAsked(asked, `transaction('${String(level)}', …)`);
+    if (asked) this.isolationAsked(asked, what);
   }
 
   private isolationAsked(asked: IsolationLevel, what: string): Replacement {

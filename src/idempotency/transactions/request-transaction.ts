@@ -1,10 +1,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Readable } from 'node:stream';
 import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
+import { SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
+import { cursorStream } from './cursor-stream.js';
+import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
+import { SessionIdentity } from './session-identity.js';
+import { effectOf, type StatementEffect } from './transaction-control.js';
+import { type StatementOwner, type UserTransaction, UserTransactions } from './user-transactions.js';
 
 /** What the request's transaction keeps of the app's own transactions. */
 export interface RequestTransactionTerms {
@@ -14,6 +20,8 @@ export interface RequestTransactionTerms {
   deferredConstraints: readonly string[];
   /** Whether each unit runs behind a savepoint of its own (the module's `unitSavepoints`). */
   savepoints: boolean;
+  /** A QueryRunner of the served DataSource's own, on a pool connection: where work that outlives a committed request runs. */
+  ownRunner: () => QueryRunner;
 }
 
 /**
@@ -46,7 +54,12 @@ export interface SavepointChannel {
   readonly firesTypeOrmEvents: boolean;
   /** Fires `hooks` at the real COMMIT and ROLLBACK. */
   hookInto(hooks: TransactionHooks): void;
+  /** The app's code dropped the connection's prepared statements (DEALLOCATE): the module's are prepared again on it. */
+  forgetPreparedStatements(): void;
 }
+
+/** Where the request's transaction is, as work from its async context meets it. */
+export type RequestTransactionState = 'open' | 'settling' | 'committed' | 'rolled-back' | 'connection-lost';
 
 /** TypeORM's events for the end of a transaction; a savepoint's RELEASE fires the first two too. */
 const COMMIT_EVENTS = new Set(['BeforeTransactionCommit', 'AfterTransactionCommit']);
@@ -59,6 +72,8 @@ export const ATOMIC_METHODS = ['save', 'remove', 'softRemove', 'recover', 'trans
 const SAVEPOINT = 'SAVEPOINT idempotency_unit';
 const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
 const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
+/** What a statement the request answers itself is sent as: one that changes nothing, with the result shape TypeORM expects. */
+const NOTHING = 'SELECT WHERE false';
 
 /**
  * The subtransactions PostgreSQL keeps in a backend's own cache
@@ -73,6 +88,14 @@ let warnedOverflow = false;
 /** The unit of work the caller runs in, if any: everything it starts belongs to it. */
 const units = new AsyncLocalStorage<object>();
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
+const logger = new Logger('Idempotency');
+
+/** How a unit runs: behind a savepoint of its own (the default), or inside what is open (a statement of a transaction the app opened). */
+interface UnitOptions {
+  /** `work` rolls its own failure back (a nested `transaction()`), so without unit savepoints that failure does not abort the request's transaction. */
+  ownSavepoint?: boolean;
+  savepoint?: boolean;
+}
 
 /**
  * The request's transaction as the handler's code meets it, on the flow's
@@ -93,9 +116,20 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  *   With `unitSavepoints: false` there is none: a unit's database failure
  *   aborts the transaction, and later units are refused with
  *   `UnitFailedWithoutSavepointError`.
- * - **Closed once the flow has sent COMMIT or ROLLBACK.** A statement on
- *   the runner after that throws `TransactionClosedError`, whatever path it
- *   took, rather than run on a connection that went back to the pool.
+ * - **Transactions the app opens are savepoints.** A QueryRunner the
+ *   handler creates joins the request (`joinQueryRunner`); its
+ *   `startTransaction()`, and a BEGIN sent on any path, open a savepoint
+ *   that its COMMIT releases and its ROLLBACK rolls back to
+ *   (`UserTransactions`). Statements that would end the request's own
+ *   transaction, or cannot run in one, are refused before they are sent
+ *   (`effectOf`).
+ * - **Streams read from a cursor** (`cursorStream`), so that the handler's
+ *   writes between their rows do not wait behind them for good.
+ * - **After the end.** Work from the request's context that comes once the
+ *   handler has settled waits for the end: after COMMIT it runs on a
+ *   connection of its own, as it would have without the module (a saga, a
+ *   timer); after ROLLBACK it throws `TransactionClosedError`, so a failed
+ *   request keeps nothing.
  * - **Lost with its connection.** TypeORM releases a runner whose
  *   connection fails. A statement after that, while the flow still waits on
  *   the handler, fails as TypeORM fails it (`QueryRunnerAlreadyReleasedError`,
@@ -105,31 +139,49 @@ const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
  * Inside a unit (a `transaction()` callback, what a `save()` runs) the
  * statements run as TypeORM sends them, as in any transaction.
  */
-export class RequestTransaction implements TransactionHooks {
+export class RequestTransaction implements TransactionHooks, JoinedRunnerHost {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
-  /** A unit ran: its savepoint, if it took one, is released before the next one is taken. */
+  /** The last unit took a savepoint that is not released yet: the next one releases it first. */
   private taken = false;
-  private readonly query: QueryRunner['query'];
+  /** The handler ran something in the transaction. */
+  private worked = false;
+  private readonly query_: QueryRunner['query'];
   /** What the running unit's COMMIT would have ended. */
   private readonly scoped: CommitScopedState;
   private readonly savepoints: boolean;
   /** Savepoints taken so far: each unit that writes is a subtransaction with an xid of its own. */
   private savepointsTaken = 0;
+  /** The transactions the app's code has open, with what each one's COMMIT would end. */
+  private readonly users = new UserTransactions();
+  private readonly userScoped = new WeakMap<UserTransaction, CommitScopedState>();
+  /** The QueryRunners the handler created, and how to give each back its own connection. */
+  private readonly joinedRunners = new Map<QueryRunner, () => void>();
+  private readonly identity = new SessionIdentity();
+  private cursors = 0;
+  private ending?: 'committed' | 'rolled-back';
+  private readonly ended: Promise<'committed' | 'rolled-back'>;
+  private end!: (how: 'committed' | 'rolled-back') => void;
 
   private constructor(
-    private readonly runner: QueryRunner,
+    readonly runner: QueryRunner,
     private readonly channel: SavepointChannel,
-    { isolation, deferredConstraints, savepoints }: RequestTransactionTerms,
+    private readonly terms: RequestTransactionTerms,
   ) {
-    this.query = runner.query;
-    this.scoped = new CommitScopedState(isolation, deferredConstraints);
-    this.savepoints = savepoints;
+    this.query_ = runner.query;
+    this.scoped = new CommitScopedState(terms.isolation, terms.deferredConstraints);
+    this.savepoints = terms.savepoints;
+    this.ended = new Promise((resolve) => {
+      this.end = (how) => {
+        this.ending ??= how;
+        resolve(this.ending);
+      };
+    });
   }
 
   /**
-   * Wraps `runner` (its `query()`, its manager's atomic methods, its
-   * transaction events) for the handler's code.
+   * Wraps `runner` (its `query()` and `stream()`, its manager's atomic
+   * methods, its transaction events) for the handler's code.
    *
    * TypeORM announces a commit when a nested transaction releases its
    * savepoint; inside the request that is no commit at all, so those events
@@ -146,17 +198,19 @@ export class RequestTransaction implements TransactionHooks {
     broadcaster.broadcast = (event, ...args) =>
       COMMIT_EVENTS.has(event) && (runner as unknown as { transactionDepth: number }).transactionDepth >= (event === 'BeforeTransactionCommit' ? 2 : 1) ? Promise.resolve() : broadcast(event, ...args);
     channel.hookInto(transaction);
-    runner.query = ((...args: unknown[]) =>
-      units.getStore() === transaction.ownScope ? transaction.send(args) : transaction.unit(() => transaction.statement(args))) as QueryRunner['query'];
+    runner.query = ((...args: unknown[]) => transaction.query(runner, args)) as QueryRunner['query'];
+    runner.stream = ((sql: string, parameters?: unknown[], onEnd?: () => void, onError?: (error: Error) => void) => transaction.stream(runner, sql, parameters, onEnd, onError)) as QueryRunner['stream'];
     const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
     for (const name of ATOMIC_METHODS) {
       const method = manager[name];
       manager[name] = (...args: unknown[]) => {
+        // After COMMIT, as the DataSource's own manager runs it: on a connection of its own.
+        if (!transaction.isOpen) return transaction.late(() => (dataSourceOfRunner(runner).manager[name] as (...args: unknown[]) => Promise<unknown>)(...args));
         if (name !== 'transaction') return transaction.unit(() => method.apply(manager, args));
         transaction.scoped.checkNested(args[0]);
         if (units.getStore() === transaction) return method.apply(manager, args);
         // TypeORM takes a savepoint of its own for it, and rolls a failure back to it.
-        return transaction.unit(() => endedAsCommitWould(method, manager, args), true);
+        return transaction.unit(() => endedAsCommitWould(method, manager, args), { ownSavepoint: true });
       };
     }
     byRunner.set(runner, transaction);
@@ -175,12 +229,18 @@ export class RequestTransaction implements TransactionHooks {
     this.ends.push(end);
   }
 
-  beforeCommit(): Promise<void> {
-    return this.fire('BeforeTransactionCommit', this);
+  async beforeCommit(): Promise<void> {
+    await this.fire('BeforeTransactionCommit', this);
+    // The record is written as the role the claim ran as, whatever role the handler's code set.
+    const restore = await this.identity.restoring();
+    if (restore) await this.channel.enqueue(restore);
   }
 
   /** After COMMIT, what the hook writes runs on the connection on its own (autocommit), as after the app's own COMMIT. */
   async afterCommit(): Promise<void> {
+    this.end('committed');
+    // QueryRunners the handler created, and left without a transaction open, are runners of their own from now on.
+    if (this.ending === 'committed') for (const [runner, detach] of this.joinedRunners) if (!this.users.of(runner)) detach();
     await this.fire('AfterTransactionCommit', this.ownScope);
     await Promise.all(this.ends.splice(0).map((end) => end.afterCommit()));
   }
@@ -190,6 +250,7 @@ export class RequestTransaction implements TransactionHooks {
   }
 
   async afterRollback(error?: unknown): Promise<void> {
+    this.end('rolled-back');
     await this.fire('AfterTransactionRollback', this.ownScope);
     await this.handlerRolledBack(error);
   }
@@ -198,9 +259,10 @@ export class RequestTransaction implements TransactionHooks {
    * The flow rolled the handler's work back to a savepoint taken before it
    * ran (a failure the route records as its outcome): to the libraries'
    * hooks that is their transaction's rollback, though the request then
-   * commits its record.
+   * commits its record, and work the handler left behind is refused.
    */
   async handlerRolledBack(error: unknown): Promise<void> {
+    this.end('rolled-back');
     await Promise.all(this.ends.splice(0).map((end) => end.afterRollback(error)));
   }
 
@@ -211,24 +273,172 @@ export class RequestTransaction implements TransactionHooks {
    * the app's own.
    */
   private async fire(event: string, scope: object): Promise<void> {
-    if (this.channel.firesTypeOrmEvents || !this.taken || !this.broadcast || subscribersOf(this.runner) === 0) return;
+    if (this.channel.firesTypeOrmEvents || !this.worked || !this.broadcast || subscribersOf(this.runner) === 0) return;
     const broadcast = this.broadcast;
     await units.run(scope, () => broadcast(event));
   }
 
-  /** One statement of the handler's: looked at for state a COMMIT would end, then sent. */
-  private statement(args: unknown[]): Promise<unknown> {
-    const looked = this.scoped.before(args[0], args[1] as unknown[] | undefined, this.ownQuery);
-    if (!looked) return this.send(args).catch(this.failed);
-    return looked.then((replacement) => this.send(replacement ? [replacement.sql, [], ...args.slice(2)] : args).catch(this.failed));
+  /**
+   * A statement of `owner`'s: the request's runner (every path the join
+   * sends there) or a QueryRunner the handler created. Run as a unit of its
+   * own, or inside the transaction its owner has open, or the unit the
+   * caller runs in; refused, or answered as what it means here, where it
+   * would start, end or escape a transaction.
+   */
+  query(owner: StatementOwner, args: unknown[]): Promise<unknown> {
+    const scope = units.getStore();
+    if (scope === this.ownScope) return this.send(args);
+    if (!this.isOpen) return this.late(() => this.onItsOwn(owner, args));
+    const effect = effectOf(args[0]);
+    if (effect?.kind === 'refused') return Promise.reject(new StatementRefusedError(effect.reason));
+    const control = effect?.kind === 'begin' || effect?.kind === 'commit' || effect?.kind === 'rollback' ? effect : undefined;
+    const run = () => (control ? this.control(owner, control, args) : this.statement(owner, args, effect));
+    if (scope === this) return run();
+    // A transaction's own statements run inside it, without a savepoint of their own.
+    return this.unit(run, { savepoint: !control && !this.users.of(owner) });
+  }
+
+  /** A stream of `owner`'s: rows from a cursor of the request's transaction, fetched a batch at a time (see `cursorStream`). */
+  async stream(owner: StatementOwner, sql: string, parameters: unknown[] | undefined, onEnd?: () => void, onError?: (error: Error) => void): Promise<Readable> {
+    if (!this.isOpen) return this.late(() => (owner === this.runner ? this.ownStream(sql, parameters, onEnd, onError) : (owner as QueryRunner).stream(sql, parameters, onEnd, onError)));
+    const fetch = (statement: string, values?: unknown[]) => this.query(owner, [statement, values]);
+    return cursorStream(fetch, `idempotency_cursor_${++this.cursors}`, sql, parameters, onEnd, onError);
+  }
+
+  /** Binds a QueryRunner the handler created to this transaction (see `joinQueryRunner`). */
+  adopt(runner: QueryRunner): QueryRunner {
+    this.joinedRunners.set(runner, joinQueryRunner(runner, this));
+    return runner;
+  }
+
+  async released(owner: StatementOwner): Promise<void> {
+    const open = this.users.of(owner);
+    if (!open || !this.isOpen) return;
+    this.users.checkEnd(open, 'release()');
+    await this.unit(() => this.endUserTransaction(open, 'rollback', false), { savepoint: false });
+  }
+
+  checkNested(level: unknown, what: string): void {
+    this.scoped.checkNested(level, what);
+  }
+
+  /**
+   * One statement of the handler's: looked at for state a COMMIT would end
+   * (that of the transaction its owner has open, or the unit's), then sent.
+   */
+  private async statement(owner: StatementOwner, args: unknown[], effect: StatementEffect | undefined): Promise<unknown> {
+    this.worked = true;
+    this.users.noteStatement(owner, args[0]);
+    const open = this.users.of(owner);
+    const scoped = (open && this.userScoped.get(open)) ?? this.scoped;
+    const session = effect?.kind === 'session' ? effect : undefined;
+    if (session?.identity) await this.identity.before(this.ownQuery);
+    const looked = scoped.before(args[0], args[1] as unknown[] | undefined, this.ownQuery);
+    const replacement = looked && (await looked);
+    try {
+      const result = await this.send(replacement ? [replacement.sql, [], ...args.slice(2)] : args);
+      if (session?.preparedStatements) this.channel.forgetPreparedStatements();
+      return result;
+    } catch (error) {
+      return this.failed(error);
+    }
+  }
+
+  /** BEGIN, COMMIT or ROLLBACK of `owner`'s, by whatever spelling: a savepoint of the request's transaction. */
+  private async control(owner: StatementOwner, effect: Extract<StatementEffect, { kind: 'begin' | 'commit' | 'rollback' }>, args: unknown[]): Promise<unknown> {
+    this.worked = true;
+    const nothing = [NOTHING, [], ...args.slice(2)];
+    if (owner === this.runner && (this.runner as unknown as { transactionDepth: number }).transactionDepth > 1) {
+      // Inside a transaction() callback: PostgreSQL answers BEGIN in a transaction with a warning, and so does the module.
+      if (effect.kind === 'begin') return this.send(nothing);
+      throw new StatementRefusedError(
+        `${effect.spelled} inside a transaction() callback of an @Idempotent() request: TypeORM ends the callback's transaction itself when the callback returns ` +
+          `(or throws), and inside the request that transaction is a savepoint. Remove the ${effect.spelled}: return from the callback to commit, throw to roll back.`,
+      );
+    }
+    const open = this.users.of(owner);
+    if (effect.kind === 'begin') {
+      // PostgreSQL has no nesting: a BEGIN inside a transaction is a warning, and the transaction goes on.
+      if (open) return this.send(nothing);
+      if (effect.isolation) this.scoped.checkNested(effect.isolation, `BEGIN ISOLATION LEVEL ${effect.isolation}`);
+      // A savepoint of a unit before is released first: its RELEASE would otherwise end this transaction too.
+      if (this.taken && this.savepoints) await this.channel.enqueue(RELEASE);
+      this.taken = false;
+      const opened = this.users.begin(owner);
+      this.userScoped.set(opened, new CommitScopedState(this.terms.isolation, this.terms.deferredConstraints));
+      const result = await this.send([`SAVEPOINT ${opened.savepoint}`, [], ...args.slice(2)]);
+      return effect.readOnly ? this.send(['SET TRANSACTION READ ONLY', [], ...args.slice(2)]) : result;
+    }
+    // Without a transaction, PostgreSQL answers COMMIT and ROLLBACK with a warning.
+    if (!open) return this.send(nothing);
+    this.users.checkEnd(open, effect.spelled);
+    await this.endUserTransaction(open, effect.kind, effect.chain);
+    return this.send(nothing);
+  }
+
+  /**
+   * Ends a transaction the app opened: COMMIT releases its savepoint (after
+   * ending what its COMMIT would end), ROLLBACK rolls back to it; AND CHAIN
+   * opens the next at once. A COMMIT of a transaction a statement aborted
+   * rolls it back, as PostgreSQL answers such a COMMIT.
+   */
+  private async endUserTransaction(open: UserTransaction, how: 'commit' | 'rollback', chain: boolean): Promise<void> {
+    if (how === 'commit') {
+      const scoped = this.userScoped.get(open)!;
+      try {
+        if (scoped.hasEnd) await units.run(this, () => scoped.end(this.ownQuery, this.sendOwn));
+        await this.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
+      } catch (error) {
+        // A COMMIT that fails (a deferred constraint's violation) rolls its transaction back; one of an aborted transaction does so without an error.
+        await this.rollBackTo(open, chain);
+        this.taken = false;
+        if (sqlStateOf(error) === IN_FAILED_TRANSACTION) return;
+        throw error;
+      }
+      if (chain) await this.send([`SAVEPOINT ${open.savepoint}`]);
+      else this.users.end(open);
+    } else {
+      await this.rollBackTo(open, chain);
+    }
+    // Its RELEASE or ROLLBACK TO ended the savepoints taken inside it, a unit's among them.
+    this.taken = false;
+  }
+
+  private async rollBackTo(open: UserTransaction, chain: boolean): Promise<void> {
+    await this.send([`ROLLBACK TO SAVEPOINT ${open.savepoint}`]);
+    if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
+    if (chain) {
+      open.foreignWrites = false;
+      return;
+    }
+    await this.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
+    this.users.end(open);
+  }
+
+  /**
+   * Rolls back what the handler's code left open when it settled: a
+   * QueryRunner's transaction without its commitTransaction(), a BEGIN
+   * without COMMIT. Never committed without the module, it is not here.
+   */
+  async rollBackLeftOpen(): Promise<void> {
+    if (!this.users.any) return;
+    for (const open of this.users.drain()) {
+      logger.warn(`A transaction the handler opened (a QueryRunner's startTransaction(), or BEGIN) was still open when it settled: it rolls back, as it would never have committed.`);
+      if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
+      if (!this.channel.open || this.runner.isReleased) continue;
+      await this.channel.enqueue(`ROLLBACK TO SAVEPOINT ${open.savepoint}; RELEASE SAVEPOINT ${open.savepoint}`);
+      const flags = open.owner as { isTransactionActive?: boolean; transactionDepth?: number };
+      if (open.owner !== this.runner) Object.assign(flags, { isTransactionActive: false, transactionDepth: 0 });
+    }
+    this.taken = false;
   }
 
   private send(args: unknown[]): Promise<unknown> {
-    return (this.query as (...args: unknown[]) => Promise<unknown>).apply(this.runner, args);
+    return (this.query_ as (...args: unknown[]) => Promise<unknown>).apply(this.runner, args);
   }
 
   /** The module's own statements inside a unit, past the wrappers, through TypeORM; answers the rows. */
-  private readonly ownQuery: OwnQuery = (sql, parameters) => this.query.call(this.runner, sql, parameters);
+  private readonly ownQuery: OwnQuery = (sql, parameters) => this.query_.call(this.runner, sql, parameters);
 
   /** Sends statements of the module's own now, in one write where pipelined; the first failure throws. */
   private readonly sendOwn = async (statements: string[]): Promise<void> => {
@@ -257,6 +467,12 @@ export class RequestTransaction implements TransactionHooks {
     return this.channel.open && !this.shutToHandler && !this.runner.isReleased;
   }
 
+  get state(): RequestTransactionState {
+    if (this.ending) return this.ending;
+    if (this.connectionLost) return 'connection-lost';
+    return this.isOpen ? 'open' : 'settling';
+  }
+
   /**
    * Refuses every unit from now on, with `TransactionClosedError`: the flow
    * calls it once the handler has settled, so that nothing it left behind
@@ -272,14 +488,51 @@ export class RequestTransaction implements TransactionHooks {
   }
 
   /**
+   * Work from the request's context that comes once the transaction is
+   * closed to the handler: once it ends, `onItsOwn` after COMMIT, as that
+   * work would have run without the module; `TransactionClosedError` after
+   * ROLLBACK, so that nothing of a failed request commits.
+   */
+  late<T>(onItsOwn: () => Promise<T>): Promise<T> {
+    if (this.connectionLost) return Promise.reject(new QueryRunnerAlreadyReleasedError());
+    return this.ended.then((how) => (how === 'committed' ? onItsOwn() : Promise.reject(new TransactionClosedError())));
+  }
+
+  /** A statement from after the request committed: on the owner's runner, its own again, or on one of the DataSource's. */
+  private onItsOwn(owner: StatementOwner, args: unknown[]): Promise<unknown> {
+    if (owner !== this.runner) return ((owner as QueryRunner).query as (...args: unknown[]) => Promise<unknown>)(...args);
+    return this.ownRunnerFor((own) => (own.query as (...args: unknown[]) => Promise<unknown>)(...args));
+  }
+
+  /** A stream on a runner of its own, given back when the stream ends, as TypeORM's query builder does. */
+  private ownStream(sql: string, parameters: unknown[] | undefined, onEnd?: () => void, onError?: (error: Error) => void): Promise<Readable> {
+    const own = this.terms.ownRunner();
+    const release = () => void own.release();
+    return own.stream(sql, parameters, () => (release(), onEnd?.()), (error: Error) => (release(), onError?.(error)));
+  }
+
+  private async ownRunnerFor<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    const own = this.terms.ownRunner();
+    try {
+      return await work(own);
+    } finally {
+      await own.release();
+    }
+  }
+
+  /**
    * The first serialization failure or deadlock a statement of the handler's
    * met, caught or not: the transaction's view or locks were what PostgreSQL
    * gave up on, so the request rolls back and its retry runs afresh.
    */
   conflict?: unknown;
 
+  /** A transaction the handler opened rolled back writes of other paths with it (see `SharedRollbackError`): the request rolls back. */
+  sharedRollback?: SharedRollbackError;
+
   private readonly failed = (error: unknown): never => {
     if (this.conflict === undefined && transactionConflictOf(error)) this.conflict = error;
+    if (sqlStateOf(error) === ACTIVE_TRANSACTION && error instanceof Error && !error.message.includes(OUTSIDE_HINT)) error.message += OUTSIDE_HINT;
     throw error;
   };
 
@@ -307,41 +560,42 @@ export class RequestTransaction implements TransactionHooks {
 
   /**
    * Runs `work` as a unit of the request's transaction (see the class), or
-   * as part of the unit the caller already runs in. `ownSavepoint`: `work`
-   * rolls its own failure back (a nested `transaction()`), so without unit
-   * savepoints that failure does not abort the request's transaction.
+   * as part of the unit the caller already runs in.
    */
-  unit<T>(work: () => Promise<T>, ownSavepoint = false): Promise<T> {
+  unit<T>(work: () => Promise<T>, options: UnitOptions = {}): Promise<T> {
     const scope = units.getStore();
     if (scope === this || scope === this.ownScope) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
     if (this.abortedBy) return Promise.reject(this.abortedBy);
     // Most units find no other in flight: they start now, without waiting a turn.
     const idle = this.running++ === 0;
-    const started = idle ? this.inSavepoint(work, ownSavepoint) : this.lastUnit.then(() => this.inSavepoint(work, ownSavepoint));
-    this.lastUnit = started.then(this.ended, this.ended);
+    const started = idle ? this.inSavepoint(work, options) : this.lastUnit.then(() => this.inSavepoint(work, options));
+    this.lastUnit = started.then(this.unitEnded, this.unitEnded);
     return started;
   }
 
   /** Units started and not yet ended. */
   private running = 0;
-  private readonly ended = (): void => {
+  private readonly unitEnded = (): void => {
     this.running--;
   };
 
-  private async inSavepoint<T>(work: () => Promise<T>, ownSavepoint: boolean): Promise<T> {
+  private async inSavepoint<T>(work: () => Promise<T>, { ownSavepoint = false, savepoint = true }: UnitOptions): Promise<T> {
     if (!this.isOpen) throw this.closedError();
     if (this.abortedBy) throw this.abortedBy;
-    const savepoint = !this.savepoints ? undefined : this.taken ? [RELEASE, SAVEPOINT] : [SAVEPOINT];
-    this.taken = true;
-    if (savepoint && ++this.savepointsTaken === CACHED_SUBTRANSACTIONS + 1) warnOfOverflow();
-    if (savepoint) {
+    this.worked = true;
+    // Without a savepoint of its own, a unit runs inside what is open, never inside the savepoint of the unit before it.
+    const sql = !this.savepoints ? undefined : savepoint ? (this.taken ? `${RELEASE}; ${SAVEPOINT}` : SAVEPOINT) : this.taken ? RELEASE : undefined;
+    this.taken = this.savepoints && savepoint;
+    if (sql && savepoint && ++this.savepointsTaken === CACHED_SUBTRANSACTIONS + 1) warnOfOverflow();
+    if (sql) {
       // One query, RELEASE and SAVEPOINT together: one message and one answer for the server and for node-postgres.
-      const sent = this.channel.enqueue(savepoint.join('; '));
+      const sent = this.channel.enqueue(sql);
       // Pipelined, it goes out ahead of the unit's first statement, in the same write; a failure fails that statement too.
       if (this.channel.pipelined) sent.catch(() => undefined);
       else await sent;
     }
+    if (!savepoint) return units.run(this, work);
     this.scoped.reset();
     try {
       const result = await units.run(this, work);
@@ -363,17 +617,21 @@ export class RequestTransaction implements TransactionHooks {
 function warnOfOverflow(): void {
   if (warnedOverflow) return;
   warnedOverflow = true;
-  new Logger('Idempotency').warn(
+  logger.warn(
     `A request's transaction took more than ${CACHED_SUBTRANSACTIONS} savepoints, one per unit of its handler's writes: past that many subtransactions PostgreSQL's snapshots overflow, ` +
       'and while such transactions run, readers (on a standby above all) look up the transaction of every recent row in pg_subtrans, which slows them down sharply once a long transaction is open. ' +
       'Write in fewer units (one insert() of many rows, or the writes inside one transaction() callback), or set unitSavepoints: false if the handler lets its database errors propagate.',
   );
 }
 
-/** The number of TypeORM subscribers of the runner's DataSource (`dataSource` in 1.x, `connection` in 0.3). */
+/** The runner's DataSource: `dataSource` in TypeORM 1.x, `connection` in 0.3. */
+function dataSourceOfRunner(runner: QueryRunner): QueryRunner['connection'] {
+  return (runner as unknown as { dataSource?: QueryRunner['connection'] }).dataSource ?? runner.connection;
+}
+
+/** The number of TypeORM subscribers of the runner's DataSource. */
 function subscribersOf(runner: QueryRunner): number {
-  const source = (runner as unknown as { dataSource?: { subscribers: unknown[] } }).dataSource ?? runner.connection;
-  return source.subscribers.length;
+  return dataSourceOfRunner(runner).subscribers.length;
 }
 
 /**
@@ -407,3 +665,8 @@ const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /** "current transaction is aborted, commands ignored until end of transaction block". */
 const IN_FAILED_TRANSACTION = '25P02';
+
+/** "… cannot run inside a transaction block" (VACUUM, CREATE INDEX CONCURRENTLY, CREATE DATABASE). */
+const ACTIVE_TRANSACTION = '25001';
+const OUTSIDE_HINT =
+  ' (inside an @Idempotent() request every statement runs in the request’s transaction: run this one in a transaction of its own with TransactionHost.outside(() => dataSource.query(…)))';

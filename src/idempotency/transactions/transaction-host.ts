@@ -21,10 +21,11 @@ import { dataSourceOf, joinTransactions } from './transaction-join.js';
  *
  * Everything started inside a request inherits its context, timers too (an
  * `AsyncLocalStorage`): work that runs while the request's transaction is
- * open joins it; once it ended, such work fails with
+ * open joins it. Work that comes after the request committed (a saga, an
+ * event handler, a timer) runs on connections of its own, as it would have
+ * without the module; after the request rolled back, it fails with
  * `TransactionClosedError` on every path to the database, like a write on
- * a closed EntityManager, rather than commit on its own after the request
- * answered. Start background work with `outside()`.
+ * a closed EntityManager, so that a failed request keeps nothing.
  *
  * @example
  * constructor(private readonly tx: TransactionHost) {}
@@ -38,15 +39,25 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   constructor(private readonly served: IdempotencyDataSource) {}
 
   /**
-   * The current transaction's manager; throws `TransactionClosedError` when
-   * called from work that outlived it, and TypeORM's
-   * `QueryRunnerAlreadyReleasedError` (answered 503) once the transaction's
-   * connection was lost.
+   * The current transaction's manager; the DataSource's own once the
+   * request's transaction committed. Throws `TransactionClosedError` when
+   * called from work that outlived a transaction that rolled back, and
+   * TypeORM's `QueryRunnerAlreadyReleasedError` (answered 503) once the
+   * transaction's connection was lost.
    */
   get manager(): EntityManager {
     const manager = this.storage.getStore();
     if (!manager) return this.served.dataSource.manager;
     const runner = manager.queryRunner;
+    const request = runner && RequestTransaction.of(runner);
+    if (request) {
+      const state = request.state;
+      if (state === 'committed') return this.served.dataSource.manager;
+      if (state === 'rolled-back') throw new TransactionClosedError();
+      if (state === 'connection-lost') throw new QueryRunnerAlreadyReleasedError();
+      // Open, or settling: its operations wait for the end (see RequestTransaction.late).
+      return manager;
+    }
     if (runner && !isOpen(runner)) throw connectionLost(runner) ? new QueryRunnerAlreadyReleasedError() : new TransactionClosedError();
     return manager;
   }
@@ -64,9 +75,10 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   /**
    * Runs `work`, and everything it starts, outside the current transaction:
    * its writes commit on their own, whatever path they take, even if the
-   * request rolls back (an audit entry of the attempt, say). The module's
-   * own statements on the pool run so. Start timers and background loops
-   * with it when they may first be started inside a request.
+   * request rolls back (an audit entry of the attempt, say); a QueryRunner
+   * it creates has a connection of its own. Start timers and background
+   * loops with it when their writes must commit whether or not the request
+   * that first started them does.
    *
    * Awaited in a handler, a write in `work` takes a second pool connection
    * while the request holds one: once every connection is held by a request
@@ -98,10 +110,11 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
   /**
    * The transaction of the caller on `dataSource`; none outside one, so that
    * everything runs as without the module. A request's stays the caller's
-   * once it ended, or lost its connection: every path to the database then
-   * fails on its runner (`TransactionClosedError`), rather than commit on
-   * its own after the request has answered. A transaction of the app's own,
-   * run with `run()`, is the caller's only while it is open.
+   * until it committed, and for good once it rolled back or lost its
+   * connection: every path to the database then fails on its runner
+   * (`TransactionClosedError`), rather than commit on its own what a failed
+   * request started. A transaction of the app's own, run with `run()`, is
+   * the caller's only while it is open.
    */
   private joinable(dataSource: DataSource, defaultManager: EntityManager): QueryRunner | undefined {
     const manager = this.storage.getStore();
@@ -109,16 +122,18 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
     if (!manager || manager === defaultManager || dataSourceOf(manager) !== dataSource) return undefined;
     const runner = manager.queryRunner;
     if (!runner) return undefined;
-    return RequestTransaction.of(runner) || isOpen(runner) || connectionLost(runner) ? runner : undefined;
+    const request = RequestTransaction.of(runner);
+    if (request) return request.state === 'committed' ? undefined : runner;
+    return isOpen(runner) || connectionLost(runner) ? runner : undefined;
   }
 }
 
-/** Whether a transaction runs on `runner`: the request's until its flow sends COMMIT or ROLLBACK, a user's until TypeORM ends it. */
+/** Whether a transaction of the app's own runs on `runner`: until TypeORM ends it. */
 function isOpen(runner: QueryRunner): boolean {
-  return RequestTransaction.of(runner)?.isOpen ?? (!runner.isReleased && runner.isTransactionActive);
+  return !runner.isReleased && runner.isTransactionActive;
 }
 
-/** The connection failed inside the transaction: TypeORM released the runner before COMMIT or ROLLBACK. */
+/** The connection failed inside the app's transaction: TypeORM released the runner before COMMIT or ROLLBACK. */
 function connectionLost(runner: QueryRunner): boolean {
-  return RequestTransaction.of(runner)?.connectionLost ?? (runner.isReleased && runner.isTransactionActive);
+  return runner.isReleased && runner.isTransactionActive;
 }

@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { ATOMIC_METHODS } from './request-transaction.js';
+import { ATOMIC_METHODS, RequestTransaction } from './request-transaction.js';
+import { type Method, override, wrapMethod } from './wrap-method.js';
 
 /** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
 type JoinableTransaction = () => QueryRunner | undefined;
@@ -7,6 +8,8 @@ type JoinableTransaction = () => QueryRunner | undefined;
 interface Join {
   /** One per TransactionHost serving the DataSource (one per app, as a rule). */
   readonly sources: Set<JoinableTransaction>;
+  /** TypeORM's own `createQueryRunner()`, which the join answers with the request's inside a request. */
+  readonly createQueryRunner: DataSource['createQueryRunner'];
   restore(): void;
 }
 
@@ -38,12 +41,17 @@ const joins = new WeakMap<DataSource, Join>();
  * own (`RequestTransaction`). `getRepository()` keeps building
  * its cached repositories without one, or a repository first asked for
  * inside a request would stay bound to that request's connection.
+ * `createQueryRunner()`, which TypeORM itself calls wherever a manager or
+ * query builder has no runner, answers inside a request a runner bound to
+ * the request's transaction (`joinQueryRunner`): the QueryRunner
+ * transaction of NestJS's documentation becomes a savepoint of the
+ * request's.
  *
  * Narrow on purpose: instance properties of the DataSources the module
- * serves, nothing on any prototype. A manager with a QueryRunner of its own
- * (a user's explicit transaction, `createQueryRunner().manager`) is another
- * object and keeps its runner. Outside a transaction (`joinable` returns
- * undefined) everything runs exactly as before.
+ * serves, nothing on any prototype. Outside a transaction (`joinable`
+ * returns undefined) everything runs exactly as before; inside a
+ * transaction of the app's own (`TransactionHost.run()`), a new runner is
+ * a connection of its own, as without the module.
  *
  * @returns the undo: once every TransactionHost that joined a DataSource has
  * undone its join, the DataSource is as TypeORM made it.
@@ -52,7 +60,8 @@ export function joinTransactions(dataSource: DataSource, joinable: JoinableTrans
   let join = joins.get(dataSource);
   if (!join) {
     const sources = new Set<JoinableTransaction>();
-    join = { sources, restore: install(dataSource, () => firstOf(sources)) };
+    const createQueryRunner = dataSource.createQueryRunner;
+    join = { sources, createQueryRunner, restore: install(dataSource, () => firstOf(sources)) };
     joins.set(dataSource, join);
   }
   const joined = join;
@@ -63,6 +72,15 @@ export function joinTransactions(dataSource: DataSource, joinable: JoinableTrans
     joined.restore();
     joins.delete(dataSource);
   };
+}
+
+/**
+ * A QueryRunner of `dataSource`'s own, on a pool connection, whatever
+ * transaction the caller runs in: the module's own transactions, and work
+ * that outlives a committed request, start here.
+ */
+export function ownQueryRunner(dataSource: DataSource): QueryRunner {
+  return (joins.get(dataSource)?.createQueryRunner ?? dataSource.createQueryRunner).call(dataSource);
 }
 
 /**
@@ -81,8 +99,6 @@ function firstOf(sources: Set<JoinableTransaction>): QueryRunner | undefined {
   }
   return undefined;
 }
-
-type Method = (...args: any[]) => any;
 
 function install(dataSource: DataSource, current: JoinableTransaction): () => void {
   const manager: EntityManager = dataSource.manager;
@@ -110,6 +126,15 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     ),
     wrapMethod(manager, 'getRepository', unbound),
     wrapMethod(manager, 'getTreeRepository', unbound),
+    // A runner the handler creates is the request's: its transaction a savepoint of the request's (see joined-query-runner.ts).
+    wrapMethod(dataSource, 'createQueryRunner', (create) =>
+      function (this: DataSource, ...args: unknown[]) {
+        const runner: QueryRunner = create.apply(this, args);
+        const joined = current();
+        const request = joined && RequestTransaction.of(joined);
+        return request ? request.adopt(runner) : runner;
+      },
+    ),
     wrapMethod(dataSource, 'query', (query) =>
       function (this: DataSource, sql: string, parameters?: unknown[], queryRunner?: QueryRunner) {
         return query.call(this, sql, parameters, queryRunner ?? current());
@@ -125,23 +150,4 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     ),
   ];
   return () => undo.reverse().forEach((restore) => restore());
-}
-
-/**
- * Replaces a method of one object (own or inherited) by an own property
- * wrapping it, and returns how to put back what was there: instance
- * properties only, so other objects of the class stay as they were.
- */
-export function wrapMethod<T extends object>(target: T, key: keyof T & string, wrapper: (previous: Method) => Method): () => void {
-  return override(target, key, { value: wrapper(target[key] as Method), writable: true });
-}
-
-/** Defines an own property, and returns how to put back what was there. */
-function override(target: object, key: PropertyKey, descriptor: PropertyDescriptor): () => void {
-  const before = Object.getOwnPropertyDescriptor(target, key);
-  Object.defineProperty(target, key, { configurable: true, enumerable: false, ...descriptor });
-  return () => {
-    if (before) Object.defineProperty(target, key, before);
-    else delete (target as Record<PropertyKey, unknown>)[key];
-  };
 }

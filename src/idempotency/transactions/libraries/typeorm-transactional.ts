@@ -3,7 +3,7 @@ import type { EventEmitter } from 'node:events';
 import type { DataSource, EntityManager } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency.exceptions.js';
 import type { RequestTransaction, TransactionEnd } from '../request-transaction.js';
-import { wrapMethod } from '../transaction-join.js';
+import { wrapMethod } from '../wrap-method.js';
 import type { LibraryJoin, Outside } from './library-join.js';
 
 type Library = Pick<typeof import('typeorm-transactional'), 'runInTransaction' | 'getDataSourceByName'>;
@@ -98,7 +98,8 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
   const unwrapRun = wrapMethod(store, 'run', (run) =>
     function (this: ContextStore, callback: () => unknown) {
       const start = starts.getStore();
-      if (start?.state !== 'joined') return run.call(this, callback);
+      // After the request committed, the library's methods run as they would on their own.
+      if (start?.state !== 'joined' || start.transaction.state === 'committed') return run.call(this, callback);
       return run.call(this, () => start.transaction.unit(async () => callback()));
     },
   );

@@ -1,0 +1,80 @@
+import { effectOf, splitStatements } from './transaction-control.js';
+
+describe('what a statement of the app’s does to the request’s transaction', () => {
+  it.each([
+    'INSERT INTO "orders"("label") VALUES ($1)',
+    'SELECT * FROM "orders" WHERE "id" = $1 FOR UPDATE NOWAIT',
+    'SAVEPOINT typeorm_1',
+    'RELEASE SAVEPOINT typeorm_1',
+    'ROLLBACK TO SAVEPOINT typeorm_1',
+    'rollback to idempotency_unit',
+    'ROLLBACK WORK TO SAVEPOINT mine',
+    'SET LOCAL search_path TO tenant_a',
+    'SET statement_timeout = 100',
+    'SET TRANSACTION ISOLATION LEVEL SERIALIZABLE',
+    'SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY',
+    'PREPARE fetch_order AS SELECT 1',
+    'DISCARD PLANS',
+    'DISCARD TEMP',
+    'START',
+    "DO $$ BEGIN PERFORM 1; END $$",
+    "INSERT INTO notes (body) VALUES ('BEGIN; COMMIT')",
+    'UPDATE t SET "COMMIT" = 1',
+  ])('runs %s as it is', (sql) => {
+    expect(effectOf(sql)).toBeUndefined();
+  });
+
+  it.each([
+    ['BEGIN', { kind: 'begin', isolation: undefined, readOnly: false }],
+    ['begin work', { kind: 'begin', isolation: undefined, readOnly: false }],
+    ['START TRANSACTION', { kind: 'begin', isolation: undefined, readOnly: false }],
+    ['START TRANSACTION ISOLATION LEVEL REPEATABLE READ', { kind: 'begin', isolation: 'REPEATABLE READ', readOnly: false }],
+    ['BEGIN ISOLATION LEVEL read uncommitted, READ ONLY', { kind: 'begin', isolation: 'READ COMMITTED', readOnly: true }],
+    ['  -- a comment\n/* and another */ BEGIN;', { kind: 'begin', isolation: undefined, readOnly: false }],
+    ['COMMIT', { kind: 'commit', chain: false, spelled: 'COMMIT' }],
+    ['commit work;', { kind: 'commit', chain: false, spelled: 'COMMIT' }],
+    ['END TRANSACTION', { kind: 'commit', chain: false, spelled: 'END' }],
+    ['COMMIT AND CHAIN', { kind: 'commit', chain: true, spelled: 'COMMIT' }],
+    ['COMMIT AND NO CHAIN', { kind: 'commit', chain: false, spelled: 'COMMIT' }],
+    ['ROLLBACK', { kind: 'rollback', chain: false, spelled: 'ROLLBACK' }],
+    ['ABORT', { kind: 'rollback', chain: false, spelled: 'ABORT' }],
+    ['ROLLBACK TRANSACTION AND CHAIN', { kind: 'rollback', chain: true, spelled: 'ROLLBACK' }],
+  ])('reads %s as the start or end of a transaction', (sql, effect) => {
+    expect(effectOf(sql)).toEqual(effect);
+  });
+
+  it.each([
+    ["PREPARE TRANSACTION 'payment-1'", 'PREPARE TRANSACTION'],
+    ["COMMIT PREPARED 'payment-1'", 'COMMIT PREPARED'],
+    ["ROLLBACK PREPARED 'payment-1'", 'ROLLBACK PREPARED'],
+    ["SET TRANSACTION SNAPSHOT '00000003-0000001B-1'", 'SET TRANSACTION SNAPSHOT'],
+    ['DISCARD ALL', 'DISCARD ALL'],
+    ['INSERT INTO t VALUES (1); COMMIT', 'several statements'],
+    ['BEGIN; INSERT INTO t VALUES (1); COMMIT;', 'several statements'],
+  ])('refuses %s, naming it and TransactionHost.outside()', (sql, named) => {
+    const effect = effectOf(sql);
+    expect(effect?.kind).toBe('refused');
+    expect(effect && 'reason' in effect && effect.reason).toContain(named);
+    expect(effect && 'reason' in effect && effect.reason).toMatch(/TransactionHost\.outside|separate queries/);
+  });
+
+  it.each([
+    ['SET ROLE pg_write_all_data', true, false],
+    ['set session role reporting', true, false],
+    ['SET LOCAL ROLE reporting', true, false],
+    ['SET SESSION AUTHORIZATION app_user', true, false],
+    ['RESET ROLE', true, false],
+    ['RESET ALL', true, false],
+    ['RESET SESSION AUTHORIZATION', true, false],
+    ['DEALLOCATE ALL', false, true],
+    ['DEALLOCATE PREPARE fetch_order', false, true],
+    ['SET ROLE reporting; DEALLOCATE ALL', true, true],
+  ])('notes that %s changes what the module’s statements rely on', (sql, identity, preparedStatements) => {
+    expect(effectOf(sql)).toEqual({ kind: 'session', identity, preparedStatements });
+  });
+
+  it('splits a query at its semicolons, not at those quoted, commented or dollar-quoted', () => {
+    const sql = `INSERT INTO t VALUES ('a;b', "c;d"); -- x;y\nSELECT $1; SELECT $tag$ ; $tag$ /* ; /* ; */ ; */; ;`;
+    expect(splitStatements(sql).map((statement) => statement.trim())).toEqual([`INSERT INTO t VALUES ('a;b', "c;d")`, '-- x;y\nSELECT $1', 'SELECT $tag$ ; $tag$ /* ; /* ; */ ; */']);
+  });
+});
