@@ -37,13 +37,14 @@ export function isNamedStatementLost(error: unknown): boolean {
   return typeof failure?.code === 'string' && LOST_NAMED_STATEMENT.has(failure.code);
 }
 
-/** The node-postgres client's record of the statements it prepared on its connection, which it sends by name only. */
+/** A node-postgres client, as far as telling who lost its prepared statements goes. */
 interface PreparingClient {
+  query(sql: string): Promise<unknown>;
+  /** The server process the connection was opened to, from its BackendKeyData. */
+  processID?: number | null;
+  /** What node-postgres believes it prepared on the connection: it sends those by name only. */
   connection?: { parsedStatements?: Record<string, string> };
 }
-
-/** Connections on which a named statement went missing once already. */
-const lostBefore = new WeakSet<object>();
 
 /**
  * Forgets what `client` believes it prepared on its connection: each named
@@ -56,27 +57,19 @@ export function forgetPrepared(client: unknown): void {
 }
 
 /**
- * What a statement lost on `client` means. The first time on a
- * connection, the app's code dropped its prepared statements (DEALLOCATE
- * ALL, DISCARD ALL, on any route): they are prepared again on it, and the
- * answer is true. Again on the same connection, a pooler sits between
- * (`unnamedAfter`). Any other error: false.
+ * After a named statement was lost on `client` (its transaction rolled
+ * back), finds out who lost it. Where the connection still reaches the
+ * server process it was opened to, the app's code dropped its prepared
+ * statements (DEALLOCATE ALL, DISCARD ALL, on any route): they are
+ * prepared again on it. Otherwise a pooler sits between, and named
+ * statements are off from now on (`unnamedAfter`). Either way, the
+ * statement goes through when sent again.
  */
-export function preparedAgainAfter(error: unknown, client: object, options: { preparedStatements: boolean }): boolean {
-  if (!options.preparedStatements || !isNamedStatementLost(error)) return false;
-  if (missing(error) && !lostBefore.has(client)) {
-    lostBefore.add(client);
-    forgetPrepared(client);
-    return true;
-  }
-  unnamedAfter(error, options);
-  return false;
-}
-
-/** "prepared statement … does not exist", as opposed to "already exists", which only a pooler causes. */
-function missing(error: unknown): boolean {
-  const failure = (error as { driverError?: { code?: unknown } }).driverError ?? (error as { code?: unknown });
-  return failure?.code === '26000';
+export async function afterLostStatement(client: PreparingClient, error: unknown, options: { preparedStatements: boolean }): Promise<void> {
+  const answer = (await client.query('SELECT pg_backend_pid() AS pid').catch(() => undefined)) as PidResult | undefined;
+  const pid = answer?.rows[0]?.pid;
+  if (pid !== undefined && pid === client.processID) forgetPrepared(client);
+  else unnamedAfter(error, options);
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
 import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.js';
-import { forgetPrepared, preparedAgainAfter } from './named-statements.js';
+import { afterLostStatement, forgetPrepared, isNamedStatementLost } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
@@ -18,7 +18,9 @@ export interface PgClient {
   query<Row>(statement: PreparedStatement | Statement | string): Promise<StatementResult<Row>>;
   /** node-postgres's `pipeline` client option (`extra: { pipeline: true }`). */
   pipeline?: boolean;
-  connection?: { stream?: { cork?(): void; uncork?(): void } };
+  /** The server process the connection was opened to. */
+  processID?: number | null;
+  connection?: { stream?: { cork?(): void; uncork?(): void }; parsedStatements?: Record<string, string> };
 }
 
 /** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
@@ -83,11 +85,13 @@ export class PgClientDriver implements TransactionDriver {
 
   async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     this.setTypeOrmState(true);
-    this.preparedAgain = false;
     let [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
-    if (this.preparedAgain && begun.status === 'fulfilled') {
-      // The app's code had dropped this connection's prepared statements, and nothing ran yet: once more, with them prepared again.
+    const lost = this.lost;
+    if (lost && begun.status === 'fulfilled') {
+      // Nothing ran yet: once more, with the statements prepared again, or sent unnamed behind a pooler.
+      this.lost = undefined;
       await this.client.query('ROLLBACK');
+      await afterLostStatement(this.client, lost, this.options);
       [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
     }
     // Without BEGIN, a claim that succeeded would have committed on its own: the caller rolls back what it can.
@@ -137,7 +141,10 @@ export class PgClientDriver implements TransactionDriver {
     this.setTypeOrmState(false);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
     const [written, committed] = await this.sendTogether<Row>([last, 'COMMIT']);
-    if (written.status === 'rejected') throw written.reason;
+    if (written.status === 'rejected') {
+      await this.afterLoss();
+      throw written.reason;
+    }
     if (committed.status === 'rejected') throw committed.reason;
     return written.value;
   }
@@ -145,6 +152,14 @@ export class PgClientDriver implements TransactionDriver {
   async rollback(): Promise<void> {
     this.setTypeOrmState(false);
     await this.query('ROLLBACK').catch(() => undefined);
+    await this.afterLoss();
+  }
+
+  /** A statement lost later than BEGIN cannot be sent again in its transaction; the next transaction on this connection can. */
+  private async afterLoss(): Promise<void> {
+    const lost = this.lost;
+    this.lost = undefined;
+    if (lost) await afterLostStatement(this.client, lost, this.options);
   }
 
   readonly firesTypeOrmEvents = false;
@@ -198,19 +213,20 @@ export class PgClientDriver implements TransactionDriver {
   }
 
   /**
-   * Sends a statement as `preparedStatements` says. A named one lost on
-   * this connection is prepared again at its next use; lost again, a pooler
-   * lost it, and named ones are off for good (see named-statements.ts).
+   * Sends a statement as `preparedStatements` says. A named one that went
+   * missing is noted: once its transaction has rolled back, the connection
+   * tells whether the app's code dropped it or a pooler lost it (see
+   * `afterLostStatement`).
    */
   private send<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
     return this.client.query<Row>(this.asSent(statement)).catch((error: unknown) => {
-      if (preparedAgainAfter(error, this.client, this.options)) this.preparedAgain = true;
+      if (isNamedStatementLost(error)) this.lost ??= error;
       throw error;
     });
   }
 
-  /** Set when a statement of the current `begin()` met its connection without the module's prepared statements. */
-  private preparedAgain = false;
+  /** The first named statement found missing in this transaction. */
+  private lost?: unknown;
 
   forgetPreparedStatements(): void {
     forgetPrepared(this.client);

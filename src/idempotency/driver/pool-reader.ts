@@ -1,11 +1,18 @@
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
-import { isNamedStatementLost, unnamedAfter } from './named-statements.js';
+import { afterLostStatement, isNamedStatementLost } from './named-statements.js';
 import type { StatementResult } from './transaction-driver.js';
 
 /** The node-postgres Pool under TypeORM's postgres driver (`driver.master`), as far as the reader uses it. */
 interface PgPool {
-  query<Row>(statement: { name?: string; text: string; values: unknown[] }): Promise<StatementResult<Row>>;
+  connect(): Promise<PgPoolClient>;
+}
+
+interface PgPoolClient {
+  query<Row>(statement: { name?: string; text: string; values: unknown[] } | string): Promise<StatementResult<Row>>;
+  processID?: number | null;
+  /** With an error, the pool discards the connection rather than hand it out again. */
+  release(error?: Error): void;
 }
 
 /** Runs one of the module's reads on a pooled connection of its own, outside any transaction, and answers its rows. */
@@ -16,25 +23,29 @@ export type PoolRead = <Row>(statement: PreparedStatement) => Promise<Row[]>;
  * straight to the node-postgres Pool under it, as named prepared statements:
  * no query runner is built, and each connection parses and plans a
  * statement once (with `preparedStatements: false`, unnamed, as under a
- * pooler). On a DataSource without that pool, through `dataSource.query()`.
+ * pooler). A named statement found missing is sent again on the same
+ * connection, prepared anew or unnamed (see `afterLostStatement`). On a
+ * DataSource without that pool, through `dataSource.query()`.
  */
 export function poolReadOf(dataSource: DataSource, options: { preparedStatements: boolean }): PoolRead {
   const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
-  if (typeof pool?.query !== 'function') return ({ text, values }) => dataSource.query(text, values);
+  if (typeof pool?.connect !== 'function') return ({ text, values }) => dataSource.query(text, values);
   const pg = pool as PgPool;
-  const read = async <Row>({ name, text, values }: PreparedStatement) => (await pg.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
-  return async <Row>(statement: PreparedStatement) => {
+  return async <Row>({ name, text, values }: PreparedStatement) => {
+    const read = async () => (await client.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
+    const client = await pg.connect();
+    let failure: Error | undefined;
     try {
-      return await read<Row>(statement);
+      return await read().catch(async (error: unknown) => {
+        if (!isNamedStatementLost(error)) throw error;
+        await afterLostStatement(client, error, options);
+        return read();
+      });
     } catch (error) {
-      if (!isNamedStatementLost(error)) throw error;
-      // The pool discards the connection a query failed on: a statement the app's code dropped there (DEALLOCATE) is prepared again on another.
-      try {
-        return await read<Row>(statement);
-      } catch (again) {
-        unnamedAfter(again, options);
-        throw again;
-      }
+      failure = error as Error;
+      throw error;
+    } finally {
+      client.release(failure);
     }
   };
 }
