@@ -137,7 +137,10 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     ),
     wrapMethod(dataSource, 'query', (query) =>
       function (this: DataSource, sql: string, parameters?: unknown[], queryRunner?: QueryRunner) {
-        return query.call(this, sql, parameters, queryRunner ?? current());
+        const runner = queryRunner ?? current();
+        // The request's runner answers a statement after the request's end itself (see RequestTransaction.late), released or not.
+        if (runner && !queryRunner && RequestTransaction.of(runner)) return runner.query(sql, parameters);
+        return query.call(this, sql, parameters, runner);
       },
     ),
     wrapMethod(dataSource, 'createQueryBuilder', (createQueryBuilder) =>
