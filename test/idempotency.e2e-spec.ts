@@ -354,11 +354,17 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
         for (let i = 0; i < 20; i++) likelihood.observe(operation, true);
         const pool = cold.app.get(DataSource).driver as unknown as { master: pg.Pool };
         const sent: string[] = [];
-        const query = pool.master.query.bind(pool.master);
-        pool.master.query = ((statement: { name?: string }, ...rest: unknown[]) => {
-          if (statement?.name) sent.push(statement.name);
-          return (query as (...args: unknown[]) => unknown)(statement, ...rest);
-        }) as typeof pool.master.query;
+        // The reads go to a pooled client of their own: each client the pool hands out from now on counts the named statements it is sent.
+        const connect = pool.master.connect.bind(pool.master) as () => Promise<pg.PoolClient>;
+        pool.master.connect = (async () => {
+          const client = await connect();
+          const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+          client.query = ((statement: { name?: string }, ...rest: unknown[]) => {
+            if (statement?.name) sent.push(statement.name);
+            return query(statement, ...rest);
+          }) as typeof client.query;
+          return client;
+        }) as typeof pool.master.connect;
 
         const [{ fingerprint }] = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_records WHERE key = $1`, [keys[0]]);
         const fast = cold.app.get(FastReplay);

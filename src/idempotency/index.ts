@@ -65,6 +65,7 @@ export {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
+  LockHeldByRequestError,
   SharedRollbackError,
   StatementRefusedError,
   TransactionClosedError,

@@ -122,6 +122,17 @@ async function writeBesideRollback({ dataSource, repository }: HandlerContext, {
   return { label };
 }
 
+/** Changes a row, then awaits a change of the same row on a connection of its own. */
+async function waitOnItsOwnLock({ dataSource, repository, tx }: HandlerContext, { label }: { label: string }) {
+  await repository(FaithfulRow).update({ label }, { step: 'by the request' });
+  try {
+    await tx.outside(() => dataSource.query(`UPDATE faithful_rows SET step = 'outside' WHERE label = $1`, [label]));
+    return { outside: 'written' };
+  } catch (error) {
+    return { outside: (error as Error).name, message: (error as Error).message };
+  }
+}
+
 /** Reads a stream of rows, and writes an audit row every 500 rows read. */
 async function auditWhileStreaming({ repository }: HandlerContext, { label, source }: { label: string; source: string }) {
   const stream = await repository(FaithfulRow).createQueryBuilder('r').where('r.label = :source', { source }).orderBy('r.id').stream();
@@ -173,6 +184,7 @@ describe('QueryRunners and streams of the handler’s own', () => {
       { path: 'never-released', handle: neverReleased },
       { path: 'serializable', handle: startSerializable },
       { path: 'beside-rollback', handle: writeBesideRollback },
+      { path: 'own-lock', handle: waitOnItsOwnLock },
       { path: 'audit-stream', handle: auditWhileStreaming },
       { path: 'stop-stream', handle: stopStreamingThenWrite },
     ];
@@ -246,6 +258,17 @@ describe('QueryRunners and streams of the handler’s own', () => {
       expect([without.status, await rows(label.without)]).toEqual([201, 1]);
       expect([withModule.status, await rows(label.with)]).toEqual([500, 0]);
     });
+  });
+
+  it('cancels, rather than wait for good, a statement outside the request that waits on a lock the request holds, and says what waited on what', async () => {
+    const label = labels('own-lock');
+    for (const twin of TWINS) await db.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'seeded')`, [label[twin]]);
+    const [withModule, without] = await Promise.all(TWINS.map((twin) => send(app, 'own-lock', twin, { label: label[twin] }, { timeoutMs: 10_000 })));
+    // Without the module the request's change committed at once, and the other connection found the row free.
+    expect([without.status, without.body]).toEqual([201, { outside: 'written' }]);
+    expect([withModule.status, withModule.body.outside]).toEqual([201, 'LockHeldByRequestError']);
+    expect(withModule.body.message).toContain('TransactionHost.outside()');
+    expect(await rows(label.with, `step = 'by the request'`)).toBe(1);
   });
 
   describe('streams', () => {

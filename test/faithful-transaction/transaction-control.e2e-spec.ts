@@ -91,6 +91,22 @@ async function deallocate({ dataSource }: HandlerContext, { label }: { label: st
   return { label };
 }
 
+/** An insert, answering the role the handler ran as. */
+async function plain({ dataSource }: HandlerContext, { label }: { label: string }) {
+  await insert(dataSource, label, 'plain');
+  const [{ role }] = await dataSource.query(`SELECT current_user AS role`);
+  return { label, role };
+}
+
+/** What a route of the app's with no @Idempotent() may do to every pooled connection: leave a role on it. */
+async function setRoleEverywhere({ dataSource }: HandlerContext) {
+  const runners = [dataSource.createQueryRunner(), dataSource.createQueryRunner()];
+  await Promise.all(runners.map((runner) => runner.connect()));
+  for (const runner of runners) await runner.query('SET ROLE pg_write_all_data');
+  for (const runner of runners) await runner.release();
+  return {};
+}
+
 /** What a route of the app's with no @Idempotent() may do to every pooled connection: drop its prepared statements. */
 async function deallocateEverywhere({ dataSource }: HandlerContext) {
   const runners = [dataSource.createQueryRunner(), dataSource.createQueryRunner()];
@@ -238,7 +254,8 @@ describe('statements that end, escape or reshape the request’s transaction', (
         { path: 'set-role', handle: setRole },
         { path: 'deallocate', handle: deallocate },
         { path: 'discard-everywhere', handle: deallocateEverywhere },
-        { path: 'plain', handle: ({ dataSource }, { label }) => insert(dataSource, label, 'plain').then(() => ({ label })) },
+        { path: 'set-role-everywhere', handle: setRoleEverywhere },
+        { path: 'plain', handle: plain },
       ];
       app = await startFaithfulApp({ db, routes, dataSource: { extra: { max: 2 } } });
     });
@@ -253,6 +270,21 @@ describe('statements that end, escape or reshape the request’s transaction', (
       expect(await rows(label.with)).toBe(1);
       const retry = await send(app, 'set-role', 'with', { label: label.with }, { key: `${label.with}:key` });
       expect([retry.status, retry.headers['idempotent-replayed']]).toEqual([201, 'true']);
+    });
+
+    it('runs its statements as the connection’s own role where a route without the module left another, and the handler’s as that one', async () => {
+      expect((await send(app, 'set-role-everywhere', 'without')).status).toBe(201);
+      const label = labels('leaked-role');
+      const first = await Promise.all(TWINS.flatMap((twin) => [0, 1].map((n) => send(app, 'plain', twin, { label: label[twin] }, { key: `${label[twin]}:${n}` }))));
+      expect(first.map((answer) => answer.status)).toEqual([201, 201, 201, 201]);
+      // The handler's own statements ran as the role the route left, as without the module.
+      expect(first.map((answer) => answer.body.role)).toEqual(Array(4).fill('pg_write_all_data'));
+      const replays = await Promise.all([0, 1].map((n) => send(app, 'plain', 'with', { label: label.with }, { key: `${label.with}:${n}` })));
+      expect(replays.map((answer) => [answer.status, answer.headers['idempotent-replayed']])).toEqual([
+        [201, 'true'],
+        [201, 'true'],
+      ]);
+      expect([await rows(label.with), await rows(label.without)]).toEqual([2, 2]);
     });
 
     it('prepares its statements again on a connection whose prepared statements the handler dropped, with no 503', async () => {

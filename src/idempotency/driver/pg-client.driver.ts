@@ -1,6 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
 import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.js';
+import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, forgetPrepared, isNamedStatementLost } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
@@ -11,6 +12,15 @@ const BEGIN: Readonly<Record<IsolationLevel, string>> = {
   'REPEATABLE READ': 'START TRANSACTION ISOLATION LEVEL REPEATABLE READ',
   SERIALIZABLE: 'START TRANSACTION ISOLATION LEVEL SERIALIZABLE',
 };
+
+/**
+ * The module's statements run as the connection's own role (`SET ROLE
+ * NONE` for the transaction), the app's role kept aside; and the app's
+ * role back, for the handler.
+ */
+const AS_CONNECTION_ROLE = "SELECT set_config('idempotency.app_role', current_setting('role'), true), set_config('role', 'none', true)";
+const AS_APP_ROLE = "SELECT set_config('role', current_setting('idempotency.app_role'), true)";
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 /** The node-postgres client under a TypeORM QueryRunner (`runner.connect()`), as far as this driver uses it. */
 export interface PgClient {
@@ -85,19 +95,42 @@ export class PgClientDriver implements TransactionDriver {
 
   async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     this.setTypeOrmState(true);
-    let [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
-    const lost = this.lost;
-    if (lost && begun.status === 'fulfilled') {
-      // Nothing ran yet: once more, with the statements prepared again, or sent unnamed behind a pooler.
-      this.lost = undefined;
-      await this.client.query('ROLLBACK');
-      await afterLostStatement(this.client, lost, this.options);
-      [begun, ...settled] = await this.sendTogether<Row>([BEGIN[isolation], ...statements]);
-    }
+    let [begun, ...settled] = await this.beginWith<Row>(isolation, statements);
+    // Nothing ran yet: a statement that failed for what the app's code did to the connection before goes once more.
+    if (begun.status === 'fulfilled' && (await this.mended(settled))) [begun, ...settled] = await this.beginWith<Row>(isolation, statements);
     // Without BEGIN, a claim that succeeded would have committed on its own: the caller rolls back what it can.
     if (begun.status === 'rejected') throw begun.reason;
     return settled;
   }
+
+  private async beginWith<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+    if (!this.asConnectionRole) return this.sendTogether<Row>([BEGIN[isolation], ...statements]);
+    const [begun, , ...rest] = await this.sendTogether<Row>([BEGIN[isolation], AS_CONNECTION_ROLE, ...statements, AS_APP_ROLE]);
+    return [begun, ...rest.slice(0, -1)];
+  }
+
+  /**
+   * After BEGIN's statements failed for the connection's session state,
+   * rolls back and mends it for a second try: a named statement the app's
+   * code dropped is prepared again (or a pooler's loss turns named ones
+   * off, see `afterLostStatement`); a role the app's code left on the
+   * connection (a `SET ROLE` outside any request) is set aside for the
+   * module's statements, which run as the connection's own role. Answers
+   * whether to try again.
+   */
+  private async mended(settled: Array<PromiseSettledResult<unknown>>): Promise<boolean> {
+    const lost = this.lost;
+    this.lost = undefined;
+    const refused = !this.asConnectionRole && settled.some((result) => result.status === 'rejected' && sqlStateOf(result.reason) === INSUFFICIENT_PRIVILEGE);
+    if (!lost && !refused) return false;
+    await this.client.query('ROLLBACK');
+    if (lost) await afterLostStatement(this.client, lost, this.options);
+    this.asConnectionRole ||= refused;
+    return true;
+  }
+
+  /** The module's statements run as the connection's own role, the app's code having left another on it. */
+  private asConnectionRole = false;
 
   /**
    * On a pipelined connection, BEGIN (and `statements`) wait in the corked
@@ -124,6 +157,12 @@ export class PgClientDriver implements TransactionDriver {
   }
 
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
+    if (this.asConnectionRole) return this.sendTogether<Row>([AS_CONNECTION_ROLE, statement, AS_APP_ROLE]).then(([, sent]) => (sent.status === 'fulfilled' ? sent.value : Promise.reject(sent.reason)));
+    return this.sendNow<Row>(statement);
+  }
+
+  /** Sends a statement, and what `open()` held back with it. */
+  private sendNow<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
     const sent = this.send<Row>(statement);
     this.uncorkOpening?.();
     return sent;
@@ -140,7 +179,7 @@ export class PgClientDriver implements TransactionDriver {
     // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setTypeOrmState(false);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
-    const [written, committed] = await this.sendTogether<Row>([last, 'COMMIT']);
+    const [written, committed] = this.asConnectionRole ? (await this.sendTogether<Row>([AS_CONNECTION_ROLE, last, 'COMMIT'])).slice(1) : await this.sendTogether<Row>([last, 'COMMIT']);
     if (written.status === 'rejected') {
       await this.afterLoss();
       throw written.reason;
@@ -151,7 +190,7 @@ export class PgClientDriver implements TransactionDriver {
 
   async rollback(): Promise<void> {
     this.setTypeOrmState(false);
-    await this.query('ROLLBACK').catch(() => undefined);
+    await this.sendNow('ROLLBACK').catch(() => undefined);
     await this.afterLoss();
   }
 
@@ -199,13 +238,13 @@ export class PgClientDriver implements TransactionDriver {
 
   private async sendTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     if (!this.client.pipeline) {
-      return settleInTurn(statements, (statement) => this.query<Row>(statement));
+      return settleInTurn(statements, (statement) => this.sendNow<Row>(statement));
     }
     const stream = this.client.connection!.stream!;
     let sent: Array<Promise<StatementResult<Row>>>;
     stream.cork!();
     try {
-      sent = statements.map((statement) => this.query<Row>(statement));
+      sent = statements.map((statement) => this.sendNow<Row>(statement));
     } finally {
       stream.uncork!(); // before awaiting: uncorking is what sends them
     }

@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
+import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, isNamedStatementLost } from './named-statements.js';
 import type { StatementResult } from './transaction-driver.js';
 
@@ -37,6 +38,7 @@ export function poolReadOf(dataSource: DataSource, options: { preparedStatements
     let failure: Error | undefined;
     try {
       return await read().catch(async (error: unknown) => {
+        if (sqlStateOf(error) === INSUFFICIENT_PRIVILEGE) return asConnectionRole(client, read);
         if (!isNamedStatementLost(error)) throw error;
         await afterLostStatement(client, error, options);
         return read();
@@ -48,4 +50,21 @@ export function poolReadOf(dataSource: DataSource, options: { preparedStatements
       client.release(failure);
     }
   };
+}
+
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * A read refused for the role the app's code left on the connection (a
+ * `SET ROLE` outside any request), once more as the connection's own role,
+ * for one transaction: the app's role stays the connection's.
+ */
+async function asConnectionRole<T>(client: PgPoolClient, read: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    await client.query("SELECT set_config('role', 'none', true)");
+    return await read();
+  } finally {
+    await client.query('COMMIT');
+  }
 }

@@ -355,3 +355,25 @@ export class IdempotencyPrivilegeError extends Error {
     this.name = 'IdempotencyPrivilegeError';
   }
 }
+
+/**
+ * A statement on a connection of its own (`TransactionHost.outside()`, a
+ * REQUIRES_NEW transaction of the app's transaction library), started
+ * inside an `@Idempotent()` request, waited for a lock that the request's
+ * own transaction holds: the request waits for its handler, and the
+ * handler for this statement, so neither would ever go on. The module
+ * cancelled the statement.
+ */
+export class LockHeldByRequestError extends Error {
+  constructor(
+    readonly statement: string,
+    readonly cause: unknown,
+  ) {
+    super(
+      `A statement on a connection of its own (TransactionHost.outside(), or a REQUIRES_NEW transaction) waited for a lock that its own @Idempotent() request holds, ` +
+        `and was cancelled: the request waits for its handler, and the handler for this statement (${statement.slice(0, 120)}). ` +
+        'Make the write inside the request (without outside()), or before the request takes that lock.',
+    );
+    this.name = 'LockHeldByRequestError';
+  }
+}

@@ -8,6 +8,7 @@ import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
 import { cursorStream } from './cursor-stream.js';
 import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
+import { backendOf, type EscapedRequest } from './lock-wait-watch.js';
 import { SessionIdentity } from './session-identity.js';
 import { effectOf, type StatementEffect } from './transaction-control.js';
 import { type StatementOwner, type UserTransaction, UserTransactions } from './user-transactions.js';
@@ -139,7 +140,7 @@ interface UnitOptions {
  * Inside a unit (a `transaction()` callback, what a `save()` runs) the
  * statements run as TypeORM sends them, as in any transaction.
  */
-export class RequestTransaction implements TransactionHooks, JoinedRunnerHost {
+export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, EscapedRequest {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
   /** The last unit took a savepoint that is not released yet: the next one releases it first. */
@@ -320,6 +321,16 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost {
 
   checkNested(level: unknown, what: string): void {
     this.scoped.checkNested(level, what);
+  }
+
+  /** Cancels the statement of backend `pid` where it waits on a lock this transaction holds (see `LockWaitWatch`). */
+  async cancelIfWaitingOnUs(pid: number): Promise<boolean> {
+    const ours = backendOf(this.runner);
+    if (ours === undefined || !this.channel.open) return false;
+    const rows = await units.run(this.ownScope, () =>
+      this.ownQuery(`SELECT pg_cancel_backend(waiting) AS cancelled FROM (SELECT $1::int AS waiting) w WHERE $2::int = ANY(pg_blocking_pids(waiting))`, [pid, ours]),
+    );
+    return rows.length > 0;
   }
 
   /**

@@ -4,6 +4,7 @@ import { type DataSource, type EntityManager, type QueryRunner, QueryRunnerAlrea
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
 import { RequestTransaction } from './request-transaction.js';
+import { LockWaitWatch } from './lock-wait-watch.js';
 import { dataSourceOf, joinTransactions } from './transaction-join.js';
 
 /**
@@ -83,14 +84,19 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * Awaited in a handler, a write in `work` takes a second pool connection
    * while the request holds one: once every connection is held by a request
    * waiting for its second, they wait for each other for good. Leave the
-   * pool headroom, or give such writes a pool of their own.
+   * pool headroom, or give such writes a pool of their own. A statement of
+   * `work` that waits for a lock the request holds would wait for good too:
+   * after a second it is cancelled, with `LockHeldByRequestError`.
    *
    * @example
    * // A buffered writer whose flush timer may start during an idempotent request:
    * this.timer ??= this.tx.outside(() => setInterval(() => this.flush(), 1000));
    */
   outside<T>(work: () => T): T {
-    return this.storage.exit(work);
+    const runner = this.storage.getStore()?.queryRunner;
+    const request = runner && RequestTransaction.of(runner);
+    // Its QueryRunners are watched for waiting on the request's own locks (see LockWaitWatch).
+    return request?.isOpen ? LockWaitWatch.escaped(request, () => this.storage.exit(work)) : this.storage.exit(work);
   }
 
   /** Makes the served DataSource's repositories and managers join the current transaction (see transaction-join.ts). */

@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ATOMIC_METHODS, RequestTransaction } from './request-transaction.js';
+import { LockWaitWatch } from './lock-wait-watch.js';
 import { type Method, override, wrapMethod } from './wrap-method.js';
 
 /** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
@@ -132,7 +133,7 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
         const runner: QueryRunner = create.apply(this, args);
         const joined = current();
         const request = joined && RequestTransaction.of(joined);
-        return request ? request.adopt(runner) : runner;
+        return request ? request.adopt(runner) : LockWaitWatch.watch(runner);
       },
     ),
     wrapMethod(dataSource, 'query', (query) =>
