@@ -2,16 +2,17 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Readable } from 'node:stream';
 import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
+import { type SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
 import { cursorStream } from './cursor-stream.js';
 import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
 import { backendOf, type EscapedRequest } from './lock-wait-watch.js';
+import { joinRequestManager, type ManagerHost } from './request-manager.js';
 import { SessionIdentity } from './session-identity.js';
 import { effectOf, type StatementEffect } from './transaction-control.js';
-import { type StatementOwner, type UserTransaction, UserTransactions } from './user-transactions.js';
+import { type StatementOwner, UserTransactions, type UserTransactionsConnection } from './user-transactions.js';
 
 /** What the request's transaction keeps of the app's own transactions. */
 export interface RequestTransactionTerms {
@@ -67,14 +68,9 @@ const COMMIT_EVENTS = new Set(['BeforeTransactionCommit', 'AfterTransactionCommi
 
 type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
 
-/** The EntityManager methods that would run in a transaction of their own outside one: without the module, each is atomic. */
-export const ATOMIC_METHODS = ['save', 'remove', 'softRemove', 'recover', 'transaction'] as const;
-
 const SAVEPOINT = 'SAVEPOINT idempotency_unit';
 const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
 const ROLLBACK_TO = 'ROLLBACK TO SAVEPOINT idempotency_unit';
-/** What a statement the request answers itself is sent as: one that changes nothing, with the result shape TypeORM expects. */
-const NOTHING = 'SELECT WHERE false';
 
 /**
  * The subtransactions PostgreSQL keeps in a backend's own cache
@@ -140,7 +136,7 @@ interface UnitOptions {
  * Inside a unit (a `transaction()` callback, what a `save()` runs) the
  * statements run as TypeORM sends them, as in any transaction.
  */
-export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, EscapedRequest {
+export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, EscapedRequest, ManagerHost {
   /** The last unit's end: the next one starts after it. */
   private lastUnit: Promise<unknown> = Promise.resolve();
   /** The last unit took a savepoint that is not released yet: the next one releases it first. */
@@ -153,9 +149,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   private readonly savepoints: boolean;
   /** Savepoints taken so far: each unit that writes is a subtransaction with an xid of its own. */
   private savepointsTaken = 0;
-  /** The transactions the app's code has open, with what each one's COMMIT would end. */
-  private readonly users = new UserTransactions();
-  private readonly userScoped = new WeakMap<UserTransaction, CommitScopedState>();
+  /** The transactions the app's code has open. */
+  private readonly users: UserTransactions;
   /** The QueryRunners the handler created, and how to give each back its own connection. */
   private readonly joinedRunners = new Map<QueryRunner, () => void>();
   private readonly identity = new SessionIdentity();
@@ -172,6 +167,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     this.query_ = runner.query;
     this.scoped = new CommitScopedState(terms.isolation, terms.deferredConstraints);
     this.savepoints = terms.savepoints;
+    this.users = new UserTransactions(this.usersConnection, terms);
     this.ended = new Promise((resolve) => {
       this.end = (how) => {
         this.ending ??= how;
@@ -201,19 +197,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     channel.hookInto(transaction);
     runner.query = ((...args: unknown[]) => transaction.query(runner, args)) as QueryRunner['query'];
     runner.stream = ((sql: string, parameters?: unknown[], onEnd?: () => void, onError?: (error: Error) => void) => transaction.stream(runner, sql, parameters, onEnd, onError)) as QueryRunner['stream'];
-    const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], (...args: unknown[]) => Promise<unknown>>;
-    for (const name of ATOMIC_METHODS) {
-      const method = manager[name];
-      manager[name] = (...args: unknown[]) => {
-        // After COMMIT, as the DataSource's own manager runs it: on a connection of its own.
-        if (!transaction.isOpen) return transaction.late(() => (dataSourceOfRunner(runner).manager[name] as (...args: unknown[]) => Promise<unknown>)(...args));
-        if (name !== 'transaction') return transaction.unit(() => method.apply(manager, args));
-        transaction.scoped.checkNested(args[0]);
-        if (units.getStore() === transaction) return method.apply(manager, args);
-        // TypeORM takes a savepoint of its own for it, and rolls a failure back to it.
-        return transaction.unit(() => endedAsCommitWould(method, manager, args), { ownSavepoint: true });
-      };
-    }
+    joinRequestManager(runner, transaction);
     byRunner.set(runner, transaction);
     return transaction;
   }
@@ -241,7 +225,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   async afterCommit(): Promise<void> {
     this.end('committed');
     // QueryRunners the handler created, and left without a transaction open, are runners of their own from now on.
-    if (this.ending === 'committed') for (const [runner, detach] of this.joinedRunners) if (!this.users.of(runner)) detach();
+    if (this.ending === 'committed') for (const [runner, detach] of this.joinedRunners) if (!this.users.has(runner)) detach();
     await this.fire('AfterTransactionCommit', this.ownScope);
     await Promise.all(this.ends.splice(0).map((end) => end.afterCommit()));
   }
@@ -293,10 +277,10 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     const effect = effectOf(args[0]);
     if (effect?.kind === 'refused') return Promise.reject(new StatementRefusedError(effect.reason));
     const control = effect?.kind === 'begin' || effect?.kind === 'commit' || effect?.kind === 'rollback' ? effect : undefined;
-    const run = () => (control ? this.control(owner, control, args) : this.statement(owner, args, effect));
+    const run = () => (control ? ((this.worked = true), this.users.run(owner, control, args)) : this.statement(owner, args, effect));
     if (scope === this) return run();
     // A transaction's own statements run inside it, without a savepoint of their own.
-    return this.unit(run, { savepoint: !control && !this.users.of(owner) });
+    return this.unit(run, { savepoint: !control && !this.users.has(owner) });
   }
 
   /** A stream of `owner`'s: rows from a cursor of the request's transaction, fetched a batch at a time (see `cursorStream`). */
@@ -313,13 +297,10 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   }
 
   async released(owner: StatementOwner): Promise<void> {
-    const open = this.users.of(owner);
-    if (!open || !this.isOpen) return;
-    this.users.checkEnd(open, 'release()');
-    await this.unit(() => this.endUserTransaction(open, 'rollback', false), { savepoint: false });
+    if (this.users.has(owner) && this.isOpen) await this.unit(() => this.users.released(owner), { savepoint: false });
   }
 
-  checkNested(level: unknown, what: string): void {
+  checkNested(level: unknown, what?: string): void {
     this.scoped.checkNested(level, what);
   }
 
@@ -340,8 +321,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   private async statement(owner: StatementOwner, args: unknown[], effect: StatementEffect | undefined): Promise<unknown> {
     this.worked = true;
     this.users.noteStatement(owner, args[0]);
-    const open = this.users.of(owner);
-    const scoped = (open && this.userScoped.get(open)) ?? this.scoped;
+    const scoped = this.users.scopedOf(owner) ?? this.scoped;
     const session = effect?.kind === 'session' ? effect : undefined;
     if (session?.identity) await this.identity.before(this.ownQuery);
     const looked = scoped.before(args[0], args[1] as unknown[] | undefined, this.ownQuery);
@@ -355,94 +335,40 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     }
   }
 
-  /** BEGIN, COMMIT or ROLLBACK of `owner`'s, by whatever spelling: a savepoint of the request's transaction. */
-  private async control(owner: StatementOwner, effect: Extract<StatementEffect, { kind: 'begin' | 'commit' | 'rollback' }>, args: unknown[]): Promise<unknown> {
-    this.worked = true;
-    const nothing = [NOTHING, [], ...args.slice(2)];
-    if (owner === this.runner && (this.runner as unknown as { transactionDepth: number }).transactionDepth > 1) {
-      // Inside a transaction() callback: PostgreSQL answers BEGIN in a transaction with a warning, and so does the module.
-      if (effect.kind === 'begin') return this.send(nothing);
-      throw new StatementRefusedError(
-        `${effect.spelled} inside a transaction() callback of an @Idempotent() request: TypeORM ends the callback's transaction itself when the callback returns ` +
-          `(or throws), and inside the request that transaction is a savepoint. Remove the ${effect.spelled}: return from the callback to commit, throw to roll back.`,
-      );
-    }
-    const open = this.users.of(owner);
-    if (effect.kind === 'begin') {
-      // PostgreSQL has no nesting: a BEGIN inside a transaction is a warning, and the transaction goes on.
-      if (open) return this.send(nothing);
-      if (effect.isolation) this.scoped.checkNested(effect.isolation, `BEGIN ISOLATION LEVEL ${effect.isolation}`);
-      // A savepoint of a unit before is released first: its RELEASE would otherwise end this transaction too.
+  /** Rolls back the transactions the handler's code left open when it settled (see `UserTransactions.rollBackLeftOpen`). */
+  rollBackLeftOpen(): Promise<void> {
+    return this.users.rollBackLeftOpen();
+  }
+
+  /** A transaction the handler opened rolled back writes of other paths with it (see `SharedRollbackError`): the request rolls back. */
+  get sharedRollback(): SharedRollbackError | undefined {
+    return this.users.sharedRollback;
+  }
+
+  /** Whether the caller runs inside a unit already. */
+  get inUnit(): boolean {
+    return units.getStore() === this;
+  }
+
+  /** The request's connection, as the transactions the app opens use it. */
+  private readonly usersConnection: UserTransactionsConnection = {
+    send: (args) => this.send(args),
+    enqueue: (sql) => this.channel.enqueue(sql),
+    releaseUnitSavepoint: async () => {
       if (this.taken && this.savepoints) await this.channel.enqueue(RELEASE);
       this.taken = false;
-      const opened = this.users.begin(owner);
-      this.userScoped.set(opened, new CommitScopedState(this.terms.isolation, this.terms.deferredConstraints));
-      const result = await this.send([`SAVEPOINT ${opened.savepoint}`, [], ...args.slice(2)]);
-      return effect.readOnly ? this.send(['SET TRANSACTION READ ONLY', [], ...args.slice(2)]) : result;
-    }
-    // Without a transaction, PostgreSQL answers COMMIT and ROLLBACK with a warning.
-    if (!open) return this.send(nothing);
-    this.users.checkEnd(open, effect.spelled);
-    await this.endUserTransaction(open, effect.kind, effect.chain);
-    return this.send(nothing);
-  }
-
-  /**
-   * Ends a transaction the app opened: COMMIT releases its savepoint (after
-   * ending what its COMMIT would end), ROLLBACK rolls back to it; AND CHAIN
-   * opens the next at once. A COMMIT of a transaction a statement aborted
-   * rolls it back, as PostgreSQL answers such a COMMIT.
-   */
-  private async endUserTransaction(open: UserTransaction, how: 'commit' | 'rollback', chain: boolean): Promise<void> {
-    if (how === 'commit') {
-      const scoped = this.userScoped.get(open)!;
-      try {
-        if (scoped.hasEnd) await units.run(this, () => scoped.end(this.ownQuery, this.sendOwn));
-        await this.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
-      } catch (error) {
-        // A COMMIT that fails (a deferred constraint's violation) rolls its transaction back; one of an aborted transaction does so without an error.
-        await this.rollBackTo(open, chain);
-        this.taken = false;
-        if (sqlStateOf(error) === IN_FAILED_TRANSACTION) return;
-        throw error;
-      }
-      if (chain) await this.send([`SAVEPOINT ${open.savepoint}`]);
-      else this.users.end(open);
-    } else {
-      await this.rollBackTo(open, chain);
-    }
-    // Its RELEASE or ROLLBACK TO ended the savepoints taken inside it, a unit's among them.
-    this.taken = false;
-  }
-
-  private async rollBackTo(open: UserTransaction, chain: boolean): Promise<void> {
-    await this.send([`ROLLBACK TO SAVEPOINT ${open.savepoint}`]);
-    if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
-    if (chain) {
-      open.foreignWrites = false;
-      return;
-    }
-    await this.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
-    this.users.end(open);
-  }
-
-  /**
-   * Rolls back what the handler's code left open when it settled: a
-   * QueryRunner's transaction without its commitTransaction(), a BEGIN
-   * without COMMIT. Never committed without the module, it is not here.
-   */
-  async rollBackLeftOpen(): Promise<void> {
-    if (!this.users.any) return;
-    for (const open of this.users.drain()) {
-      logger.warn(`A transaction the handler opened (a QueryRunner's startTransaction(), or BEGIN) was still open when it settled: it rolls back, as it would never have committed.`);
-      if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
-      if (!this.channel.open || this.runner.isReleased) continue;
-      await this.channel.enqueue(`ROLLBACK TO SAVEPOINT ${open.savepoint}; RELEASE SAVEPOINT ${open.savepoint}`);
-      const flags = open.owner as { isTransactionActive?: boolean; transactionDepth?: number };
-      if (open.owner !== this.runner) Object.assign(flags, { isTransactionActive: false, transactionDepth: 0 });
-    }
-    this.taken = false;
-  }
+    },
+    forgetUnitSavepoint: () => {
+      this.taken = false;
+    },
+    endScoped: (scoped) => units.run(this, () => scoped.end(this.ownQuery, this.sendOwn)),
+    // The request's runner is at depth 1 in the request's transaction: deeper, TypeORM runs a transaction() callback on it.
+    insideCallback: (owner) => owner === this.runner && (this.runner as unknown as { transactionDepth: number }).transactionDepth > 1,
+    takesOwnStatements: () => this.channel.open && !this.runner.isReleased,
+    rolledBackFor: (owner) => {
+      if (owner !== this.runner) Object.assign(owner, { isTransactionActive: false, transactionDepth: 0 });
+    },
+  };
 
   private send(args: unknown[]): Promise<unknown> {
     return (this.query_ as (...args: unknown[]) => Promise<unknown>).apply(this.runner, args);
@@ -512,7 +438,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   /** A statement from after the request committed: on the owner's runner, its own again, or on one of the DataSource's. */
   private onItsOwn(owner: StatementOwner, args: unknown[]): Promise<unknown> {
     if (owner !== this.runner) return ((owner as QueryRunner).query as (...args: unknown[]) => Promise<unknown>)(...args);
-    return this.ownRunnerFor((own) => (own.query as (...args: unknown[]) => Promise<unknown>)(...args));
+    return this.onOwnRunner((own) => (own.query as (...args: unknown[]) => Promise<unknown>)(...args));
   }
 
   /** A stream on a runner of its own, given back when the stream ends, as TypeORM's query builder does. */
@@ -522,7 +448,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     return own.stream(sql, parameters, () => (release(), onEnd?.()), (error: Error) => (release(), onError?.(error)));
   }
 
-  private async ownRunnerFor<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+  async onOwnRunner<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
     const own = this.terms.ownRunner();
     try {
       return await work(own);
@@ -537,9 +463,6 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    * gave up on, so the request rolls back and its retry runs afresh.
    */
   conflict?: unknown;
-
-  /** A transaction the handler opened rolled back writes of other paths with it (see `SharedRollbackError`): the request rolls back. */
-  sharedRollback?: SharedRollbackError;
 
   private readonly failed = (error: unknown): never => {
     if (this.conflict === undefined && transactionConflictOf(error)) this.conflict = error;
@@ -645,37 +568,8 @@ function subscribersOf(runner: QueryRunner): number {
   return dataSourceOfRunner(runner).subscribers.length;
 }
 
-/**
- * A `transaction(fn)` that would have been a transaction of its own. When a
- * statement inside it failed and `fn` caught that and returned, PostgreSQL
- * answers its COMMIT by rolling it back, without an error, and
- * `transaction()` resolves. Joined, it is a savepoint, whose RELEASE fails
- * instead (25P02); TypeORM then rolls back to it and rejects. Resolve with
- * `fn`'s result, as the COMMIT would have.
- */
-async function endedAsCommitWould(transaction: (...args: unknown[]) => Promise<unknown>, manager: object, args: unknown[]): Promise<unknown> {
-  // transaction(fn) or transaction(isolation, fn); DataSource.transaction() passes both, the level undefined.
-  const at = typeof args[0] === 'function' ? 0 : 1;
-  const work = args[at] as (manager: unknown) => Promise<unknown>;
-  let returned: { value: unknown } | undefined;
-  const tracked = async (inner: unknown) => {
-    const value = await work(inner);
-    returned = { value };
-    return value;
-  };
-  try {
-    return await transaction.apply(manager, args.map((arg, index) => (index === at ? tracked : arg)));
-  } catch (error) {
-    if (returned && sqlStateOf(error) === IN_FAILED_TRANSACTION) return returned.value;
-    throw error;
-  }
-}
-
 /** A code PostgreSQL answers with, not one of Node's (`ECONNRESET`). */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
-
-/** "current transaction is aborted, commands ignored until end of transaction block". */
-const IN_FAILED_TRANSACTION = '25P02';
 
 /** "… cannot run inside a transaction block" (VACUUM, CREATE INDEX CONCURRENTLY, CREATE DATABASE). */
 const ACTIVE_TRANSACTION = '25001';

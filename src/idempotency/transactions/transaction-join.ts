@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { ATOMIC_METHODS, RequestTransaction } from './request-transaction.js';
+import { ATOMIC_METHODS } from './request-manager.js';
+import { RequestTransaction } from './request-transaction.js';
 import { LockWaitWatch } from './lock-wait-watch.js';
 import { type Method, override, wrapMethod } from './wrap-method.js';
 
