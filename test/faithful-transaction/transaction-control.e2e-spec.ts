@@ -52,6 +52,17 @@ async function queryRunnerBeginCommit({ dataSource }: HandlerContext, { label, f
   return { label };
 }
 
+/** A COMMIT on the raw connection a QueryRunner's connect() answers, after a write, then a failure. */
+async function rawClientCommit({ dataSource }: HandlerContext, { label }: { label: string }) {
+  const queryRunner = dataSource.createQueryRunner();
+  const client = (await queryRunner.connect()) as { query(sql: string): Promise<unknown> };
+  await queryRunner.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'before')`, [label]);
+  let refused: string | undefined;
+  await client.query('COMMIT').catch((error: Error) => (refused = error.name));
+  await queryRunner.release();
+  throw new Error(`failed after the raw COMMIT (${refused ?? 'sent'})`);
+}
+
 /** A statement caught where the handler can: its name and message, and a write after it. */
 async function caught({ dataSource }: HandlerContext, { label, sql }: { label: string; sql: string }) {
   let failure: { name: string; message: string } | undefined;
@@ -148,6 +159,7 @@ describe('statements that end, escape or reshape the request’s transaction', (
         { path: 'commit-inside', handle: commitInsideTransaction },
         { path: 'runner-begin-commit', handle: queryRunnerBeginCommit },
         { path: 'caught', handle: caught },
+        { path: 'raw-client', handle: rawClientCommit },
       ];
       app = await startFaithfulApp({ db, routes });
     });
@@ -207,6 +219,14 @@ describe('statements that end, escape or reshape the request’s transaction', (
       expect(withModule.body.failure.message).toContain(named);
       expect(withModule.body.failure.message).toContain('TransactionHost.outside(');
       for (const twin of TWINS) expect(await rows(label[twin], `step = 'after'`)).toBe(1);
+    });
+
+    it('refuses a COMMIT on the raw connection of a QueryRunner’s connect(), so that a failure after it keeps nothing', async () => {
+      const label = labels('raw-client');
+      const answers = await Promise.all(TWINS.map((twin) => send(app, 'raw-client', twin, { label: label[twin] })));
+      expect(answers.map((answer) => answer.status)).toEqual([500, 500]);
+      // Without the module the write committed on its own connection before the COMMIT, which found no transaction.
+      expect([await rows(label.with), await rows(label.without)]).toEqual([0, 1]);
     });
 
     it('says how to run a statement PostgreSQL refuses in any transaction block', async () => {
