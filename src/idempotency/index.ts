@@ -60,6 +60,7 @@ export {
   IdempotencyKeyMissingException,
   IdempotencyKeyReusedException,
   IdempotencyOperationUnfinishedException,
+  IdempotencyPrivilegeError,
   IdempotencyProblem,
   IdempotencyProblemType,
   IdempotencyRecordUndecryptableException,

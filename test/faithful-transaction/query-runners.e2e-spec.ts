@@ -89,6 +89,12 @@ async function rollBackAndGoOn({ dataSource }: HandlerContext, { label }: { labe
   return { label };
 }
 
+/** A manager of `createEntityManager()`'s, which has no QueryRunner: TypeORM creates one per operation. */
+async function entityManagerOfItsOwn({ dataSource }: HandlerContext, { label }: { label: string }) {
+  await dataSource.createEntityManager().insert(FaithfulRow, { label, step: 'own manager' });
+  throw new Error('failed after the insert');
+}
+
 /** A QueryRunner that is never released, nor its transaction started. */
 async function neverReleased({ dataSource }: HandlerContext, { label }: { label: string }) {
   const queryRunner = dataSource.createQueryRunner();
@@ -182,6 +188,7 @@ describe('QueryRunners and streams of the handler’s own', () => {
       { path: 'change-twice', handle: changeTwice },
       { path: 'roll-back', handle: rollBackAndGoOn },
       { path: 'never-released', handle: neverReleased },
+      { path: 'own-manager', handle: entityManagerOfItsOwn },
       { path: 'serializable', handle: startSerializable },
       { path: 'beside-rollback', handle: writeBesideRollback },
       { path: 'own-lock', handle: waitOnItsOwnLock },
@@ -234,6 +241,13 @@ describe('QueryRunners and streams of the handler’s own', () => {
       expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
       for (const twin of TWINS) expect(await rows(label[twin], `step = 'rolled back'`)).toBe(0);
       for (const twin of TWINS) expect(await rows(label[twin], `step = 'after'`)).toBe(1);
+    });
+
+    it('joins a manager of createEntityManager(), which creates a QueryRunner per operation: a failure keeps nothing', async () => {
+      const label = labels('own-manager');
+      const answers = await Promise.all(TWINS.map((twin) => send(app, 'own-manager', twin, { label: label[twin] })));
+      expect(answers.map((answer) => answer.status)).toEqual([500, 500]);
+      expect([await rows(label.with), await rows(label.without)]).toEqual([0, 1]);
     });
 
     it('takes no pool connection for a QueryRunner the handler never releases', async () => {

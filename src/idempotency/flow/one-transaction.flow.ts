@@ -274,8 +274,9 @@ export class OneTransactionFlow {
    * live record replays it, whatever this request's own failure was; a free
    * key, or a claim that cannot run (the connection lost), answers that
    * failure; an owner still in flight, 409. A handler that would not wait on
-   * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, as
-   * without the module: the claim would wait on the winner for it.
+   * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, answered
+   * 503 with Retry-After, without the claim: it would wait on the winner for
+   * what the handler would not.
    */
   private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
     if (isLockTimeout(failure)) return { error: failure };
