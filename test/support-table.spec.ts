@@ -126,9 +126,12 @@ describe("the README's support table", () => {
     expect(new Set(lines)).toEqual(new Set(tableRows().map((row) => row.Install.replace(/^`|`$/g, ''))));
   });
 
-  it('gives Getting started its install lines, one tab per row', () => {
-    const guide = readFileSync('docs/getting-started.md', 'utf8');
-    const install = guide.slice(guide.indexOf('## Install'), guide.indexOf('## The entity'));
+  it.each([
+    ['Getting started', 'docs/getting-started.md', '## The entity'],
+    ['the docs home page', 'docs/index.md', 'Then one module and one decorator:'],
+  ])('gives %s its install lines, one tab per row', (_, file, end) => {
+    const guide = readFileSync(file, 'utf8');
+    const install = guide.slice(guide.indexOf('## Install'), guide.indexOf(end));
     const lines = [...install.matchAll(/```bash \[[^\]]+\]\n([^\n]+)\n```/g)].map(([, line]) => line.trim());
     expect(new Set(lines)).toEqual(new Set(tableRows().map((row) => row.Install.replace(/^`|`$/g, ''))));
   });

