@@ -266,6 +266,21 @@ class FastifyRepliesController {
     reply.raw.end('hijacked');
   }
 
+  /** Sends the reply itself and returns it, as Fastify's async handlers may: Fastify's reply settles once sent. */
+  @Post('return-send')
+  @Idempotent()
+  async returnSend(@Body() body: { label: string }, @Res({ passthrough: true }) reply: { status(code: number): { send(payload: unknown): unknown } }) {
+    await this.ledger.write(body.label);
+    return reply.status(201).send({ sent: true });
+  }
+
+  @Post('return-redirect')
+  @Idempotent()
+  async returnRedirect(@Body() body: { label: string }, @Res({ passthrough: true }) reply: { redirect(url: string): unknown }) {
+    await this.ledger.write(body.label);
+    return reply.redirect('/elsewhere');
+  }
+
   @Post('null')
   @Idempotent()
   async nothing(@Body() body: { label: string }) {
@@ -588,6 +603,19 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
         // Express's response has no hijack(): the handler fails, and so do its writes.
         expect(answer.status).toBe(500);
       }
+      expect(await db.query(`SELECT label FROM ledger_entries WHERE label = $1`, [label])).toEqual([]);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it.each(['return-send', 'return-redirect'])('answers a handler that returns the reply it wrote (%s) 500 (unstorable-response) at once, its writes rolled back, rather than wait for good', async (route) => {
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const running = await start([typeorm, idempotency, FastifyRepliesModule]);
+    try {
+      const label = `${route}-${adapter}`;
+      const answer = await request(running.url).post(`/fastify/${route}`).set('Idempotency-Key', label).send({ label }).timeout(5000);
+      expect([answer.status, answer.body.type]).toEqual([500, 'urn:nest-idempotency:problem:unstorable-response']);
       expect(await db.query(`SELECT label FROM ledger_entries WHERE label = $1`, [label])).toEqual([]);
     } finally {
       await running.close();

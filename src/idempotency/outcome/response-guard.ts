@@ -1,5 +1,10 @@
-/** The methods every way of writing a Node response ends in (Express's `send()`, `json()`, `redirect()`, a piped stream), and Fastify's own `send()` and `hijack()`. */
-type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send' | 'hijack';
+/**
+ * The methods every way of writing a Node response ends in (Express's
+ * `send()`, `json()`, `redirect()`, a piped stream), Fastify's own `send()`
+ * and `hijack()`, and the `then()` of Fastify's reply, which settles once
+ * the response has been sent.
+ */
+type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send' | 'hijack' | 'then';
 const RAW_WRITES: readonly WriteMethod[] = ['writeHead', 'write', 'end', 'flushHeaders'];
 
 type Write = (...args: unknown[]) => unknown;
@@ -55,7 +60,7 @@ export class ResponseGuard {
     guards.set(guard.raw, guard);
     if (target.raw) {
       // hijack() would take the reply from Fastify, and so from the module's answer too: held back like a write.
-      wrapWrites(target as unknown as Writable, ['send', 'hijack']);
+      wrapWrites(target as unknown as Writable, ['send', 'hijack', 'then']);
       guards.set(target, guard);
     }
     // A stream piped into the response writes only later, maybe after the handler returned: the pipe itself is the write.
@@ -124,6 +129,7 @@ export class ResponseGuard {
 
   /** A write on a held response: held back, or, once open, the module's answer going through. */
   private write(target: object, name: WriteMethod, original: Write, args: unknown[]): unknown {
+    if (name === 'then') return this.awaited(target, original, args);
     if (this.mode === 'open') {
       const result = original.apply(target, args);
       if (name === 'end') this.mode = 'closed';
@@ -134,6 +140,19 @@ export class ResponseGuard {
     const callback = args.find((arg): arg is () => void => typeof arg === 'function');
     if (callback) process.nextTick(callback);
     return name === 'write' ? true : target;
+  }
+
+  /**
+   * `await reply` (a handler's `return reply.send(…)`): Fastify settles it
+   * once the response is sent, which a held write never is, and the module
+   * answers only once the handler has settled. So after a held write it
+   * settles at once, as the write's callback does.
+   */
+  private awaited(target: object, original: Write, args: unknown[]): unknown {
+    if (this.mode !== 'holding' || this.heldWrite === undefined) return original.apply(target, args);
+    const fulfilled = args[0];
+    if (typeof fulfilled === 'function') process.nextTick(fulfilled);
+    return undefined;
   }
 
   /** A pipe into a held response. */
