@@ -153,6 +153,22 @@ describe('the isolation level and the retryable failures of the request’s tran
       }
     });
 
+    it('runs at the database’s level on TypeORM 0.3, which ignores an isolationLevel given to its DataSource, as without the module', async (context) => {
+      context.skip(ON_TYPEORM_1, 'TypeORM 1.x starts its transactions at the DataSource’s isolationLevel');
+      const given = await startFaithfulApp({
+        db,
+        routes: [{ path: 'level', handle: async ({ dataSource }) => dataSource.transaction(async (manager) => (await manager.query(`SHOW transaction_isolation`))[0]) }],
+        dataSource: { isolationLevel: 'SERIALIZABLE' } as object,
+      });
+      try {
+        const [withModule, without] = await Promise.all(TWINS.map((twin) => send(given, 'level', twin)));
+        expect(without.body).toEqual({ transaction_isolation: 'read committed' });
+        expect(withModule.body).toEqual(without.body);
+      } finally {
+        await given.close();
+      }
+    });
+
     describe('on a database whose default_transaction_isolation is serializable', () => {
       let serializable: FaithfulApp;
       beforeAll(async () => {

@@ -117,6 +117,31 @@ async function takeASecond({ dataSource }: HandlerContext, { label }: { label: s
   return { label };
 }
 
+/** Starts a transaction() and returns without awaiting it: it goes on after the handler returned. */
+function leaveTransactionRunning({ dataSource }: HandlerContext, { label }: { label: string }) {
+  void dataSource.transaction(async (manager) => {
+    await sleep(50);
+    await manager.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'inside')`, [label]);
+  });
+  return { label };
+}
+
+/** Fails while a transaction() of the same Promise.all still runs. */
+async function failBesideTransaction({ dataSource }: HandlerContext, { label }: { label: string }) {
+  const fail = async () => {
+    await sleep(10);
+    throw new ConflictException('out of stock');
+  };
+  const write = () =>
+    dataSource.transaction(async (manager) => {
+      await manager.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'inside')`, [label]);
+      await sleep(100);
+      await manager.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'after')`, [label]);
+    });
+  await Promise.all([fail(), write()]);
+  return { label };
+}
+
 /**
  * Items 2, 6 and 7 of issue 33: once an idempotent request has ended (its
  * Observable failed, an interceptor of the app answered, the server ended
@@ -185,6 +210,35 @@ describe('the end of an idempotent request', () => {
       expect(await rows(label, 'execution = 1')).toBe(0);
       expect(await rows(label, `step = 'before'`)).toBeLessThanOrEqual(1);
       expect(await rows(label, `step = 'after'`)).toBeLessThanOrEqual(1);
+    });
+  });
+
+  describe('a transaction() still running when the handler settles', () => {
+    let app: FaithfulApp;
+    beforeAll(async () => {
+      app = await start([
+        { path: 'left-running', handle: leaveTransactionRunning },
+        { path: 'fail-beside', handle: failBesideTransaction },
+      ]);
+    });
+    afterAll(async () => {
+      await app?.close();
+    });
+
+    it('is waited for, and commits with the request, where it had waited for good on the transaction it runs in', async () => {
+      const labels = { with: uniqueLabel('left-running-with'), without: uniqueLabel('left-running-without') };
+      const answers = await Promise.all(TWINS.map((twin) => send(app, 'left-running', twin, { label: labels[twin] }, { timeoutMs: 5000 })));
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+      expect(await rows(labels.with)).toBe(1);
+      expect(await eventually(async () => (await rows(labels.without)) === 1, 1000), 'the unawaited transaction committed without the module').toBe(true);
+    });
+
+    it('is waited for when Promise.all failed beside it, and rolls back with the request, which answers at once', async () => {
+      const labels = { with: uniqueLabel('fail-beside-with'), without: uniqueLabel('fail-beside-without') };
+      const answers = await Promise.all(TWINS.map((twin) => send(app, 'fail-beside', twin, { label: labels[twin] }, { timeoutMs: 5000 })));
+      expect(answers.map((answer) => answer.status)).toEqual([409, 409]);
+      expect(await rows(labels.with)).toBe(0);
+      expect(await eventually(async () => (await rows(labels.without)) === 2, 1000), 'the transaction committed on its own without the module').toBe(true);
     });
   });
 

@@ -229,10 +229,13 @@ describe('statements that end, escape or reshape the request’s transaction', (
       expect([await rows(label.with), await rows(label.without)]).toEqual([0, 1]);
     });
 
-    it('says how to run a statement PostgreSQL refuses in any transaction block', async () => {
-      const label = uniqueLabel('vacuum');
-      const answer = await send(app, 'caught', 'with', { label, sql: 'VACUUM faithful_rows' });
-      expect(answer.body.failure.message).toContain('cannot run inside a transaction block');
+    it.each([
+      ['VACUUM faithful_rows', 'cannot run inside a transaction block'],
+      ['DO $$ BEGIN COMMIT; END $$', 'invalid transaction termination'],
+    ])('says how to run %s, which PostgreSQL refuses in a transaction block', async (sql, refusal) => {
+      const label = uniqueLabel('own-transaction');
+      const answer = await send(app, 'caught', 'with', { label, sql });
+      expect(answer.body.failure.message).toContain(refusal);
       expect(answer.body.failure.message).toContain('TransactionHost.outside(');
     });
   });

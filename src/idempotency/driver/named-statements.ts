@@ -26,6 +26,10 @@ interface PidResult {
   rows: Array<{ pid: number }>;
 }
 
+interface PreparedResult {
+  rows: Array<{ name: string; statement: string }>;
+}
+
 /**
  * Whether the error says a named prepared statement went missing, or met a
  * namesake, on the server: what a pooler in transaction mode that does not
@@ -47,29 +51,37 @@ interface PreparingClient {
 }
 
 /**
- * Forgets what `client` believes it prepared on its connection: each named
- * statement is prepared again at its next use. For a connection whose
- * prepared statements the app's code dropped (DEALLOCATE, DISCARD ALL).
+ * Forgets what `client` believes it prepared on its connection, all of it or
+ * the statements `names` names: each is prepared again at its next use. For
+ * a connection whose prepared statements the app's code dropped
+ * (DEALLOCATE, DISCARD ALL).
  */
-export function forgetPrepared(client: unknown): void {
+export function forgetPrepared(client: unknown, names: 'all' | readonly string[] = 'all'): void {
   const connection = (client as PreparingClient | undefined)?.connection;
-  if (connection?.parsedStatements) connection.parsedStatements = {};
+  if (!connection?.parsedStatements) return;
+  if (names === 'all') connection.parsedStatements = {};
+  else for (const name of names) delete connection.parsedStatements[name];
 }
 
 /**
  * After a named statement was lost on `client` (its transaction rolled
  * back), finds out who lost it. Where the connection still reaches the
- * server process it was opened to, the app's code dropped its prepared
- * statements (DEALLOCATE ALL, DISCARD ALL, on any route): they are
- * prepared again on it. Otherwise a pooler sits between, and named
- * statements are off from now on (`unnamedAfter`). Either way, the
- * statement goes through when sent again.
+ * server process it was opened to, the app's code dropped prepared
+ * statements, or some that node-postgres had forgotten are still there: what
+ * it believes it prepared is set to what the server holds
+ * (`pg_prepared_statements`), so that each is prepared again only if it is
+ * gone. Otherwise a pooler sits between, and named statements are off from
+ * now on (`unnamedAfter`). Either way, the statement goes through when sent
+ * again.
  */
 export async function afterLostStatement(client: PreparingClient, error: unknown, options: { preparedStatements: boolean }): Promise<void> {
   const answer = (await client.query('SELECT pg_backend_pid() AS pid').catch(() => undefined)) as PidResult | undefined;
   const pid = answer?.rows[0]?.pid;
-  if (pid !== undefined && pid === client.processID) forgetPrepared(client);
-  else unnamedAfter(error, options);
+  if (pid === undefined || pid !== client.processID) return unnamedAfter(error, options);
+  const held = (await client.query('SELECT name, statement FROM pg_prepared_statements').catch(() => undefined)) as PreparedResult | undefined;
+  const connection = client.connection;
+  if (!held || !connection?.parsedStatements) return forgetPrepared(client);
+  connection.parsedStatements = Object.fromEntries(held.rows.map(({ name, statement }) => [name, statement]));
 }
 
 /**

@@ -267,8 +267,8 @@ export class PgClientDriver implements TransactionDriver {
   /** The first named statement found missing in this transaction. */
   private lost?: unknown;
 
-  forgetPreparedStatements(): void {
-    forgetPrepared(this.client);
+  forgetPreparedStatements(names: 'all' | readonly string[]): void {
+    forgetPrepared(this.client, names);
   }
 
   /** An unnamed statement, when named ones are off: node-postgres then parses it anew, on any server connection. */

@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
+import { asOwnWork } from '../transactions/transaction-join.js';
 import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, isNamedStatementLost } from './named-statements.js';
 import type { StatementResult } from './transaction-driver.js';
@@ -34,7 +35,8 @@ export function poolReadOf(dataSource: DataSource, options: { preparedStatements
   const pg = pool as PgPool;
   return async <Row>({ name, text, values }: PreparedStatement) => {
     const read = async () => (await client.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
-    const client = await pg.connect();
+    // A connection of its own, outside the request's transaction the caller may run in.
+    const client = await asOwnWork(() => pg.connect());
     let failure: Error | undefined;
     try {
       return await read().catch(async (error: unknown) => {

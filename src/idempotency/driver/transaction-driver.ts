@@ -58,8 +58,8 @@ export interface TransactionDriver {
    * wrappers the request's transaction puts on the QueryRunner.
    */
   enqueue(sql: string): Promise<unknown>;
-  /** The app's code dropped the connection's prepared statements (DEALLOCATE): the module's named ones are prepared anew on their next use. */
-  forgetPreparedStatements(): void;
+  /** The app's code dropped prepared statements of the connection (DEALLOCATE, all or those named): the module's among them are prepared anew on their next use. */
+  forgetPreparedStatements(names: 'all' | readonly string[]): void;
 }
 
 /** Runs `statements` one after another, each settling whatever the one before did. */

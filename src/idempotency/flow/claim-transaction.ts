@@ -4,6 +4,7 @@ import { explainedOwnFailure } from '../driver/database-errors.js';
 import { type PgClient, PgClientDriver } from '../driver/pg-client.driver.js';
 import { type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from '../driver/transaction-driver.js';
 import { TypeOrmDriver } from '../driver/typeorm.driver.js';
+import { unguarded } from '../transactions/guarded-client.js';
 import type { TransactionHooks } from '../transactions/request-transaction.js';
 import type { ClaimDriverName, IsolationLevel } from '../options/idempotency.options.js';
 import type { PreparedStatement } from '../records/record.statements.js';
@@ -120,8 +121,8 @@ export class ClaimTransaction {
     return this.driver.enqueue(sql);
   }
 
-  forgetPreparedStatements(): void {
-    this.driver.forgetPreparedStatements();
+  forgetPreparedStatements(names: 'all' | readonly string[]): void {
+    this.driver.forgetPreparedStatements(names);
   }
 
   /**
@@ -151,7 +152,8 @@ function valuesOf<Row>(settled: Array<PromiseSettledResult<StatementResult<Row>>
 /** The pg driver where asked for and the connection has what it relies on; TypeORM's public API otherwise. */
 async function driverFor(runner: QueryRunner, options: ClaimTransactionOptions): Promise<TransactionDriver> {
   if (options.claimDriver === 'typeorm') return new TypeOrmDriver(runner);
-  const client: unknown = await runner.connect();
+  // Past the guard a request's transaction puts on the client for the app's code (a probe after a failure runs on the same runner).
+  const client: unknown = unguarded(await runner.connect());
   const unfit = PgClientDriver.unfitFor(runner, client);
   if (!unfit) return new PgClientDriver(runner, client as PgClient, options);
   if (!warnedFallback) {

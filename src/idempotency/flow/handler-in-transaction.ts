@@ -10,7 +10,7 @@ import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { captureError } from '../outcome/outcome-capture.js';
 import type { FlowSteps, RecordedOutcome } from '../outcome/recorded-outcome.js';
-import { HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned } from './handler-run.js';
+import { HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned, settlesWithin } from './handler-run.js';
 import type { OneTransactionTerms } from './one-transaction.terms.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
@@ -98,13 +98,14 @@ export class HandlerInTransaction {
 
   /**
    * Waits for the handler to settle, at most `settleTimeout`, then refuses
-   * its writes, lets those in flight end, and rolls back what transactions
+   * its writes, lets those in flight end (a `transaction()` it did not
+   * await), within `settleTimeout` again, and rolls back what transactions
    * of its own it left open.
    */
   private async settled({ run, joined }: RunningHandler): Promise<'settled' | 'still-running'> {
     const settlement = await run.settled(this.options.settleTimeout);
     joined.shut();
-    await joined.drain();
+    if (!(await settlesWithin(joined.drain(), this.options.settleTimeout))) return 'still-running';
     await joined.rollBackLeftOpen();
     return settlement;
   }

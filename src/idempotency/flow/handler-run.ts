@@ -52,16 +52,20 @@ export class HandlerRun {
   /** Whether the handler settled within `ms`; at once when it was never called or returned no promise. */
   async settled(ms: number): Promise<HandlerSettlement> {
     // As a rule it has settled by the time its Observable has, and no timer is needed.
-    if (!this.running) return 'settled';
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<HandlerSettlement>((resolve) => {
-      timer = setTimeout(() => resolve('still-running'), ms);
-    });
-    try {
-      return await Promise.race([this.running.then((): HandlerSettlement => 'settled'), expired]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return !this.running || (await settlesWithin(this.running, ms)) ? 'settled' : 'still-running';
+  }
+}
+
+/** Whether `work` settles (either way) within `ms`. */
+export async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

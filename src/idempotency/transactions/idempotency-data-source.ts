@@ -89,7 +89,8 @@ export class IdempotencyDataSource implements OnModuleInit {
               ARRAY(SELECT DISTINCT format('%I.%I', n.nspname, c.conname) FROM pg_catalog.pg_constraint c
                       JOIN pg_catalog.pg_namespace n ON n.oid = c.connamespace WHERE c.condeferred ORDER BY 1) AS deferred`,
     )) as Array<{ isolation: string; deferred: string[] }>;
-    const configured = (dataSource.options as { isolationLevel?: unknown }).isolationLevel;
+    // TypeORM 1.x starts its transactions at the DataSource's isolationLevel; 0.3 has no such option, and ignores one given (it still has the connect() 1.x dropped).
+    const configured = 'connect' in dataSource ? undefined : (dataSource.options as { isolationLevel?: unknown }).isolationLevel;
     this.appIsolation = isolationLevelOf(configured ?? row?.isolation) ?? this.appIsolation;
     this.deferred = row?.deferred ?? [];
   }

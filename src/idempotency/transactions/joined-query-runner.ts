@@ -1,7 +1,5 @@
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import type { Readable } from 'node:stream';
-import { StatementRefusedError } from '../errors/idempotency.exceptions.js';
-import { effectOf } from './transaction-control.js';
 import { wrapMethod } from './wrap-method.js';
 import type { StatementOwner } from './user-transactions.js';
 
@@ -36,8 +34,8 @@ type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
  * way to the database changes:
  *
  * - `connect()` answers the request's connection, which refuses the
- *   statements that would end the request's transaction (`guarded`), and
- *   `release()` gives nothing back to the pool;
+ *   statements that would end the request's transaction (`guardedClient`),
+ *   and `release()` gives nothing back to the pool;
  * - every statement, TypeORM's `START TRANSACTION`, `COMMIT` and `ROLLBACK`
  *   included, goes to the request's transaction, where the runner's
  *   transaction is a savepoint (`UserTransactions`), and the rest runs as
@@ -56,7 +54,13 @@ export function joinQueryRunner(runner: QueryRunner, host: JoinedRunnerHost): ()
   const broadcaster = runner.broadcaster as unknown as { broadcast: Broadcast };
   let connection: Promise<unknown> | undefined;
   const undo = [
-    wrapMethod(runner, 'connect', () => () => (connection ??= host.runner.connect().then(guarded))),
+    // The request's runner answers its client guarded (see guardedClient): set here too, for code that reads it after connect().
+    wrapMethod(runner, 'connect', () => () =>
+      (connection ??= host.runner.connect().then((client: unknown) => {
+        (runner as unknown as { databaseConnection: unknown }).databaseConnection = client;
+        return client;
+      })),
+    ),
     wrapMethod(runner, 'release', () => async () => {
       if (runner.isReleased) return;
       (runner as { isReleased: boolean }).isReleased = true;
@@ -81,44 +85,9 @@ export function joinQueryRunner(runner: QueryRunner, host: JoinedRunnerHost): ()
   ];
   return () => {
     for (const restore of undo.reverse()) restore();
-    const flags = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
-    flags.isTransactionActive = false;
-    flags.transactionDepth = 0;
+    const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number; databaseConnection?: unknown };
+    state.isTransactionActive = false;
+    state.transactionDepth = 0;
+    state.databaseConnection = undefined;
   };
-}
-
-/** A statement as node-postgres takes it: its text, or an object that carries it (a query config, a cursor, a COPY stream). */
-type PgQuery = string | { text?: unknown };
-
-/**
- * The request's pg client as `connect()` answers it to the handler's code:
- * the same client, whose `query()` refuses, before anything is sent, a
- * statement that would end or escape the request's transaction (a COMMIT
- * sent there would commit the request's claim with the handler's writes so
- * far, whatever came after). Everything else goes to the client as it is,
- * into the request's transaction.
- */
-function guarded(client: unknown): unknown {
-  const target = client as { query(...args: unknown[]): unknown };
-  return new Proxy(target, {
-    get(object, key) {
-      const value = Reflect.get(object, key, object) as unknown;
-      if (key !== 'query') return typeof value === 'function' ? value.bind(object) : value;
-      return (statement: PgQuery, ...rest: unknown[]) => {
-        const text = typeof statement === 'string' ? statement : statement?.text;
-        const effect = effectOf(text);
-        if (!effect || effect.kind === 'session') return object.query(statement, ...rest);
-        const refused = new StatementRefusedError(
-          effect.kind === 'refused'
-            ? effect.reason
-            : `${String(text).trim().slice(0, 40)} sent on the connection a QueryRunner's connect() answered inside an @Idempotent() request: that connection is the request's, ` +
-                `and the statement would end or start the request's transaction. Send it through queryRunner.query(), or use startTransaction(), commitTransaction() and rollbackTransaction().`,
-        );
-        const callback = rest[rest.length - 1];
-        if (typeof callback !== 'function') return Promise.reject(refused);
-        queueMicrotask(() => (callback as (error: Error) => void)(refused));
-        return undefined;
-      };
-    },
-  });
 }

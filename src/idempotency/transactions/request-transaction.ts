@@ -7,6 +7,7 @@ import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js'
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
 import { cursorStream } from './cursor-stream.js';
+import { type ClientGuard, guardedClient } from './guarded-client.js';
 import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
 import { backendOf, type EscapedRequest } from './lock-wait-watch.js';
 import { joinRequestManager, type ManagerHost } from './request-manager.js';
@@ -56,8 +57,8 @@ export interface SavepointChannel {
   readonly firesTypeOrmEvents: boolean;
   /** Fires `hooks` at the real COMMIT and ROLLBACK. */
   hookInto(hooks: TransactionHooks): void;
-  /** The app's code dropped the connection's prepared statements (DEALLOCATE): the module's are prepared again on it. */
-  forgetPreparedStatements(): void;
+  /** The app's code dropped prepared statements of the connection (DEALLOCATE, all or those named): the module's among them are prepared again on it. */
+  forgetPreparedStatements(names: 'all' | readonly string[]): void;
 }
 
 /** Where the request's transaction is, as work from its async context meets it. */
@@ -82,7 +83,19 @@ const CACHED_SUBTRANSACTIONS = 64;
 /** Warned once per process: one route's shape is enough to act on. */
 let warnedOverflow = false;
 
-/** The unit of work the caller runs in, if any: everything it starts belongs to it. */
+/**
+ * A unit of the handler's in flight (see `RequestTransaction`). Its
+ * statements run inside it until it ends, even once the handler has settled:
+ * the transaction waits for it (`drain`), so they must not wait for the
+ * transaction in turn. Work it started that runs after its end (a timer) is
+ * no longer part of it.
+ */
+class Unit {
+  ended = false;
+  constructor(readonly transaction: RequestTransaction) {}
+}
+
+/** The unit of work the caller runs in, if any (a `Unit`, or a transaction's own scope): everything it starts belongs to it. */
 const units = new AsyncLocalStorage<object>();
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
 const logger = new Logger('Idempotency');
@@ -196,6 +209,14 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
       COMMIT_EVENTS.has(event) && (runner as unknown as { transactionDepth: number }).transactionDepth >= (event === 'BeforeTransactionCommit' ? 2 : 1) ? Promise.resolve() : broadcast(event, ...args);
     channel.hookInto(transaction);
     runner.query = ((...args: unknown[]) => transaction.query(runner, args)) as QueryRunner['query'];
+    // The request's client, as code that reaches it (databaseConnection, a joined runner's connect()) meets it.
+    const state = runner as unknown as { databaseConnection?: object };
+    if (state.databaseConnection) state.databaseConnection = guardedClient(state.databaseConnection, transaction.clientGuard);
+    // The flow releases the runner once the transaction has ended; a release() of the handler's before that would hand its connection, mid-transaction, to other requests.
+    const release = runner.release;
+    runner.release = function (this: QueryRunner) {
+      return transaction.accepting ? Promise.resolve() : release.call(this);
+    };
     runner.stream = ((sql: string, parameters?: unknown[], onEnd?: () => void, onError?: (error: Error) => void) => transaction.stream(runner, sql, parameters, onEnd, onError)) as QueryRunner['stream'];
     joinRequestManager(runner, transaction);
     byRunner.set(runner, transaction);
@@ -204,6 +225,12 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
 
   /** Where the module's own statements run (the claim, COMMIT, through TypeORM's API): sent as they are, open or not. */
   private readonly ownScope = {};
+
+  /** What the guard of the request's client asks (see `guardedClient`). */
+  readonly clientGuard: ClientGuard = {
+    sendsOwn: () => units.getStore() === this.ownScope,
+    closedError: () => (this.accepting ? undefined : this.closedError()),
+  };
   /** TypeORM's own broadcast of the runner's events. */
   private broadcast?: Broadcast;
   /** Transaction libraries waiting for the end of the handler's transaction; each is told once. */
@@ -260,7 +287,17 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   private async fire(event: string, scope: object): Promise<void> {
     if (this.channel.firesTypeOrmEvents || !this.worked || !this.broadcast || subscribersOf(this.runner) === 0) return;
     const broadcast = this.broadcast;
-    await units.run(scope, () => broadcast(event));
+    await (scope === this.ownScope ? units.run(scope, () => broadcast(event)) : this.inUnitScope(() => broadcast(event)));
+  }
+
+  /** Runs `work` as the unit in flight: its statements run inside what is open, until it ends. */
+  private async inUnitScope<T>(work: () => Promise<T>): Promise<T> {
+    const unit = new Unit(this);
+    try {
+      return await units.run(unit, work);
+    } finally {
+      unit.ended = true;
+    }
   }
 
   /**
@@ -273,12 +310,13 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   query(owner: StatementOwner, args: unknown[]): Promise<unknown> {
     const scope = units.getStore();
     if (scope === this.ownScope) return this.send(args);
-    if (!this.isOpen) return this.late(() => this.onItsOwn(owner, args));
+    const inUnit = this.isUnit(scope);
+    if (!this.isOpen && !(inUnit && this.accepting)) return this.late(() => this.onItsOwn(owner, args));
     const effect = effectOf(args[0]);
     if (effect?.kind === 'refused') return Promise.reject(new StatementRefusedError(effect.reason));
     const control = effect?.kind === 'begin' || effect?.kind === 'commit' || effect?.kind === 'rollback' ? effect : undefined;
     const run = () => (control ? ((this.worked = true), this.users.run(owner, control, args)) : this.statement(owner, args, effect));
-    if (scope === this) return run();
+    if (inUnit) return run();
     // A transaction's own statements run inside it, without a savepoint of their own.
     return this.unit(run, { savepoint: !control && !this.users.has(owner) });
   }
@@ -328,7 +366,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     const replacement = looked && (await looked);
     try {
       const result = await this.send(replacement ? [replacement.sql, [], ...args.slice(2)] : args);
-      if (session?.preparedStatements) this.channel.forgetPreparedStatements();
+      if (session?.preparedStatements) this.channel.forgetPreparedStatements(session.preparedStatements);
       return result;
     } catch (error) {
       return this.failed(error);
@@ -345,9 +383,13 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     return this.users.sharedRollback;
   }
 
-  /** Whether the caller runs inside a unit already. */
+  /** Whether the caller runs inside a unit of this transaction that has not ended. */
   get inUnit(): boolean {
-    return units.getStore() === this;
+    return this.isUnit(units.getStore());
+  }
+
+  private isUnit(scope: object | undefined): boolean {
+    return scope instanceof Unit && scope.transaction === this && !scope.ended;
   }
 
   /** The request's connection, as the transactions the app opens use it. */
@@ -361,10 +403,10 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     forgetUnitSavepoint: () => {
       this.taken = false;
     },
-    endScoped: (scoped) => units.run(this, () => scoped.end(this.ownQuery, this.sendOwn)),
+    endScoped: (scoped) => this.inUnitScope(() => scoped.end(this.ownQuery, this.sendOwn)),
     // The request's runner is at depth 1 in the request's transaction: deeper, TypeORM runs a transaction() callback on it.
     insideCallback: (owner) => owner === this.runner && (this.runner as unknown as { transactionDepth: number }).transactionDepth > 1,
-    takesOwnStatements: () => this.channel.open && !this.runner.isReleased,
+    takesOwnStatements: () => this.accepting,
     rolledBackFor: (owner) => {
       if (owner !== this.runner) Object.assign(owner, { isTransactionActive: false, transactionDepth: 0 });
     },
@@ -400,8 +442,14 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   /** Set once the handler's own work has settled: later units are refused, though the flow still has statements to send. */
   private shutToHandler = false;
 
+  /** Whether the handler's code may start work in the transaction: until the handler settles, and inside a unit in flight after that. */
   get isOpen(): boolean {
-    return this.channel.open && !this.shutToHandler && !this.runner.isReleased;
+    return this.accepting && (!this.shutToHandler || this.inUnit);
+  }
+
+  /** Whether the transaction still takes statements at all: neither ended nor lost with its connection. */
+  get accepting(): boolean {
+    return this.channel.open && !this.runner.isReleased;
   }
 
   get state(): RequestTransactionState {
@@ -466,7 +514,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
 
   private readonly failed = (error: unknown): never => {
     if (this.conflict === undefined && transactionConflictOf(error)) this.conflict = error;
-    if (sqlStateOf(error) === ACTIVE_TRANSACTION && error instanceof Error && !error.message.includes(OUTSIDE_HINT)) error.message += OUTSIDE_HINT;
+    if (NEEDS_ITS_OWN_TRANSACTION.has(sqlStateOf(error) ?? '') && error instanceof Error && !error.message.includes(OUTSIDE_HINT)) error.message += OUTSIDE_HINT;
     throw error;
   };
 
@@ -498,7 +546,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    */
   unit<T>(work: () => Promise<T>, options: UnitOptions = {}): Promise<T> {
     const scope = units.getStore();
-    if (scope === this || scope === this.ownScope) return work();
+    if (scope === this.ownScope || this.isUnit(scope)) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
     if (this.abortedBy) return Promise.reject(this.abortedBy);
     // Most units find no other in flight: they start now, without waiting a turn.
@@ -515,7 +563,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   };
 
   private async inSavepoint<T>(work: () => Promise<T>, { ownSavepoint = false, savepoint = true }: UnitOptions): Promise<T> {
-    if (!this.isOpen) throw this.closedError();
+    // A unit admitted while the transaction was open runs, though its turn may come once the handler has settled: drain() waits for it.
+    if (!this.accepting) throw this.closedError();
     if (this.abortedBy) throw this.abortedBy;
     this.worked = true;
     // Without a savepoint of its own, a unit runs inside what is open, never inside the savepoint of the unit before it.
@@ -529,11 +578,11 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
       if (this.channel.pipelined) sent.catch(() => undefined);
       else await sent;
     }
-    if (!savepoint) return units.run(this, work);
+    if (!savepoint) return this.inUnitScope(work);
     this.scoped.reset();
     try {
-      const result = await units.run(this, work);
-      if (this.scoped.hasEnd) await units.run(this, () => this.scoped.end(this.ownQuery, this.sendOwn));
+      const result = await this.inUnitScope(work);
+      if (this.scoped.hasEnd) await this.inUnitScope(() => this.scoped.end(this.ownQuery, this.sendOwn));
       return result;
     } catch (error) {
       if (!this.savepoints) {
@@ -571,7 +620,11 @@ function subscribersOf(runner: QueryRunner): number {
 /** A code PostgreSQL answers with, not one of Node's (`ECONNRESET`). */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
-/** "… cannot run inside a transaction block" (VACUUM, CREATE INDEX CONCURRENTLY, CREATE DATABASE). */
-const ACTIVE_TRANSACTION = '25001';
+/**
+ * "… cannot run inside a transaction block" (25001: VACUUM, CREATE INDEX
+ * CONCURRENTLY, CREATE DATABASE) and "invalid transaction termination"
+ * (2D000: a procedure or DO block that commits, called inside one).
+ */
+const NEEDS_ITS_OWN_TRANSACTION = new Set(['25001', '2D000']);
 const OUTSIDE_HINT =
   ' (inside an @Idempotent() request every statement runs in the request’s transaction: run this one in a transaction of its own with TransactionHost.outside(() => dataSource.query(…)))';

@@ -1,4 +1,5 @@
-import { effectOf, splitStatements } from './transaction-control.js';
+import { scanStatements } from './statement-scanner.js';
+import { effectOf } from './transaction-control.js';
 
 describe('what a statement of the app’s does to the request’s transaction', () => {
   it.each([
@@ -66,15 +67,43 @@ describe('what a statement of the app’s does to the request’s transaction', 
     ['RESET ROLE', true, false],
     ['RESET ALL', true, false],
     ['RESET SESSION AUTHORIZATION', true, false],
-    ['DEALLOCATE ALL', false, true],
-    ['DEALLOCATE PREPARE fetch_order', false, true],
-    ['SET ROLE reporting; DEALLOCATE ALL', true, true],
+    ['DEALLOCATE ALL', false, 'all'],
+    ['DEALLOCATE PREPARE fetch_order', false, ['fetch_order']],
+    ['DEALLOCATE "idempotency.Read"', false, ['idempotency.Read']],
+    ['deallocate Fetch_Order; DEALLOCATE prepare "b"', false, ['fetch_order', 'b']],
+    ['SET ROLE reporting; DEALLOCATE ALL', true, 'all'],
   ])('notes that %s changes what the module’s statements rely on', (sql, identity, preparedStatements) => {
     expect(effectOf(sql)).toEqual({ kind: 'session', identity, preparedStatements });
   });
 
+  // Each hides a COMMIT from a reader that does not scan as PostgreSQL does (scan.l), and PostgreSQL runs it.
+  it.each([
+    ['-- x\rCOMMIT', 'a line comment ends at a carriage return'],
+    ['/* a /* b */ x */ COMMIT', 'block comments nest'],
+    ["SELECT E'\\''; COMMIT", "an E'…' string takes a backslash escape"],
+    ['SELECT 1 AS a$$; COMMIT; SELECT 2 AS b$$', '$ goes on a name'],
+    ['SELECT 1a$$ ; COMMIT; SELECT 2 b$$', 'a number ends where a name starts'],
+    ["SELECT B'0'; COMMIT; SELECT ''", "a bit string ends at its first quote"],
+    ["SELECT U&'\\'; COMMIT; SELECT ''", "a U&'…' string takes no backslash escape"],
+  ])('sees the COMMIT of %j (%s)', (sql) => {
+    const effect = effectOf(sql);
+    expect(effect?.kind === 'commit' || effect?.kind === 'refused', JSON.stringify(effect)).toBe(true);
+  });
+
+  it('reads a query config object as its text', () => {
+    expect(effectOf({ text: 'COMMIT', values: [] })).toEqual({ kind: 'commit', chain: false, spelled: 'COMMIT' });
+    expect(effectOf({ text: 'SELECT 1' })).toBeUndefined();
+  });
+
+  it('refuses a query that reads otherwise with standard_conforming_strings off, where one reading ends the transaction', () => {
+    const effect = effectOf("SELECT 'a\\'; COMMIT; SELECT '");
+    expect(effect?.kind).toBe('refused');
+    expect(effect && 'reason' in effect && effect.reason).toContain('standard_conforming_strings');
+    expect(effectOf("SELECT 'C:\\temp'")).toBeUndefined();
+  });
+
   it('splits a query at its semicolons, not at those quoted, commented or dollar-quoted', () => {
     const sql = `INSERT INTO t VALUES ('a;b', "c;d"); -- x;y\nSELECT $1; SELECT $tag$ ; $tag$ /* ; /* ; */ ; */; ;`;
-    expect(splitStatements(sql).map((statement) => statement.trim())).toEqual([`INSERT INTO t VALUES ('a;b', "c;d")`, '-- x;y\nSELECT $1', 'SELECT $tag$ ; $tag$ /* ; /* ; */ ; */']);
+    expect(scanStatements(sql, false).map((statement) => statement.text.trim())).toEqual([`INSERT INTO t VALUES ('a;b', "c;d")`, '-- x;y\nSELECT $1', 'SELECT $tag$ ; $tag$ /* ; /* ; */ ; */']);
   });
 });

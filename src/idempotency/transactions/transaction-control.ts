@@ -1,4 +1,5 @@
-import { type IsolationLevel, isolationLevelOf } from '../options/idempotency.options.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
+import { firstWord, type ScannedStatement, scanStatements } from './statement-scanner.js';
 
 /**
  * What a statement of the app's code does beyond running in the request's
@@ -19,22 +20,54 @@ export type StatementEffect =
   | { kind: 'begin'; isolation?: IsolationLevel; readOnly: boolean }
   | { kind: 'commit' | 'rollback'; chain: boolean; spelled: string }
   | { kind: 'refused'; reason: string }
-  | { kind: 'session'; identity: boolean; preparedStatements: boolean };
+  | { kind: 'session'; identity: boolean; preparedStatements: Deallocated };
 
-/** The first keywords of a statement, after any comments. */
-const LEADING_WORDS = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*([A-Za-z]+)(?:\s+([A-Za-z]+))?(?:\s+([A-Za-z]+))?/;
+/** The prepared statements a statement drops from the connection: none, all, or those named. */
+export type Deallocated = false | 'all' | string[];
+
 /** First words that may matter; every other statement is answered at once. */
 const WATCHED = new Set(['BEGIN', 'START', 'COMMIT', 'END', 'ROLLBACK', 'ABORT', 'PREPARE', 'SET', 'RESET', 'DISCARD', 'DEALLOCATE']);
-const ISOLATION = /ISOLATION\s+LEVEL\s+(READ\s+UNCOMMITTED|READ\s+COMMITTED|REPEATABLE\s+READ|SERIALIZABLE)/i;
-const READ_ONLY = /\bREAD\s+ONLY\b/i;
-const AND_CHAIN = /\bAND\s+CHAIN\s*;?\s*$/i;
+const ISOLATION_LEVELS: Record<string, IsolationLevel> = {
+  'READ UNCOMMITTED': 'READ COMMITTED',
+  'READ COMMITTED': 'READ COMMITTED',
+  'REPEATABLE READ': 'REPEATABLE READ',
+  SERIALIZABLE: 'SERIALIZABLE',
+};
 
 const OUTSIDE = 'Run it in a transaction of its own: TransactionHost.outside(() => dataSource.query(…)), which commits apart from the recorded outcome.';
 
-/** What `sql` does to the transaction it runs in (see `StatementEffect`). */
-export function effectOf(sql: unknown): StatementEffect | undefined {
-  if (typeof sql !== 'string') return undefined;
-  const statements = sql.includes(';') ? splitStatements(sql) : [sql];
+/** The text of a statement as node-postgres takes it: a string, or an object that carries it (a query config, a cursor, a COPY stream). */
+export function statementText(query: unknown): string | undefined {
+  if (typeof query === 'string') return query;
+  const text = (query as { text?: unknown } | null | undefined)?.text;
+  return typeof text === 'string' ? text : undefined;
+}
+
+/**
+ * What `query` does to the transaction it runs in (see `StatementEffect`),
+ * read as PostgreSQL's scanner reads it (`scanStatements`). A query whose
+ * reading depends on `standard_conforming_strings` (a backslash in a
+ * literal) is read both ways, and refused where the two differ.
+ */
+export function effectOf(query: unknown): StatementEffect | undefined {
+  const sql = statementText(query);
+  if (sql === undefined) return undefined;
+  // Without a semicolon a query is one statement, and its first word says whether it matters: the cheap answer most get.
+  if (!sql.includes(';')) {
+    const first = firstWord(sql)?.toUpperCase();
+    if (first === undefined || !WATCHED.has(first)) return undefined;
+  }
+  const effect = effectOfAll(scanStatements(sql, false));
+  if (!sql.includes('\\')) return effect;
+  const escaped = effectOfAll(scanStatements(sql, true));
+  if (JSON.stringify(effect) === JSON.stringify(escaped)) return effect;
+  return refused(
+    `${sql.trim().slice(0, 40)}`,
+    'reads as other statements with standard_conforming_strings off (a backslash escaping a quote) than with it on, and one of the readings starts or ends a transaction. Write the literal as E\'…\', or without the backslash.',
+  );
+}
+
+function effectOfAll(statements: ScannedStatement[]): StatementEffect | undefined {
   if (statements.length === 1) return effectOfOne(statements[0]);
   let session: Extract<StatementEffect, { kind: 'session' }> | undefined;
   for (const statement of statements) {
@@ -45,37 +78,47 @@ export function effectOf(sql: unknown): StatementEffect | undefined {
       return {
         kind: 'refused',
         reason:
-          `A query of several statements that starts or ends a transaction (${statement.trim().slice(0, 40)}): inside an @Idempotent() request each transaction ` +
+          `A query of several statements that starts or ends a transaction (${statement.text.trim().slice(0, 40)}): inside an @Idempotent() request each transaction ` +
           'the app starts becomes a savepoint of the request’s, and the module turns BEGIN, COMMIT and ROLLBACK into savepoint commands only when each is a query of its own. Send them as separate queries.',
       };
     }
-    session = { kind: 'session', identity: (session?.identity ?? false) || effect.identity, preparedStatements: (session?.preparedStatements ?? false) || effect.preparedStatements };
+    session = {
+      kind: 'session',
+      identity: (session?.identity ?? false) || effect.identity,
+      preparedStatements: mergedDeallocations(session?.preparedStatements ?? false, effect.preparedStatements),
+    };
   }
   return session;
 }
 
-function effectOfOne(sql: string): StatementEffect | undefined {
-  const words = LEADING_WORDS.exec(sql);
-  if (!words) return undefined;
-  const first = words[1].toUpperCase();
-  if (!WATCHED.has(first)) return undefined;
-  const second = words[2]?.toUpperCase();
-  const third = words[3]?.toUpperCase();
+function mergedDeallocations(a: Deallocated, b: Deallocated): Deallocated {
+  if (a === 'all' || b === 'all') return 'all';
+  if (a === false) return b;
+  if (b === false) return a;
+  return [...a, ...b];
+}
+
+function effectOfOne({ words }: ScannedStatement): StatementEffect | undefined {
+  const word = (at: number) => (words[at]?.startsWith('"') ? undefined : words[at]?.toUpperCase());
+  const first = word(0);
+  if (first === undefined || !WATCHED.has(first)) return undefined;
+  const second = word(1);
+  const third = word(2);
   switch (first) {
     case 'BEGIN':
     case 'START':
       if (first === 'START' && second !== 'TRANSACTION') return undefined;
-      return beginOf(sql);
+      return beginOf(words.map((_, at) => word(at)));
     case 'COMMIT':
     case 'END':
       if (second === 'PREPARED') return refused('COMMIT PREPARED', 'cannot run inside a transaction block, and inside an @Idempotent() request every statement does.');
-      return { kind: 'commit', chain: AND_CHAIN.test(sql), spelled: first };
+      return { kind: 'commit', chain: chained(words), spelled: first };
     case 'ROLLBACK':
     case 'ABORT':
       if (second === 'PREPARED') return refused('ROLLBACK PREPARED', 'cannot run inside a transaction block, and inside an @Idempotent() request every statement does.');
       // ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name is the app's own savepoint, and runs as it is.
       if (second === 'TO' || ((second === 'WORK' || second === 'TRANSACTION') && third === 'TO')) return undefined;
-      return { kind: 'rollback', chain: AND_CHAIN.test(sql), spelled: first };
+      return { kind: 'rollback', chain: chained(words), spelled: first };
     case 'PREPARE':
       if (second !== 'TRANSACTION') return undefined;
       return refused('PREPARE TRANSACTION', 'would prepare the request’s whole transaction, its claim included, for a two-phase commit and take it off the connection.');
@@ -91,9 +134,22 @@ function effectOfOne(sql: string): StatementEffect | undefined {
       if (second !== 'ALL') return undefined;
       return refused('DISCARD ALL', 'cannot run inside a transaction block, and inside an @Idempotent() request every statement does.');
     case 'DEALLOCATE':
-      return { kind: 'session', identity: false, preparedStatements: true };
+      return { kind: 'session', identity: false, preparedStatements: deallocated(words) };
   }
   return undefined;
+}
+
+/** `DEALLOCATE [PREPARE] { name | ALL }`: the statement's name as PostgreSQL names it (unquoted, folded to lower case), or all. */
+function deallocated(words: string[]): Deallocated {
+  const name = words[1]?.toUpperCase() === 'PREPARE' ? words[2] : words[1];
+  if (name === undefined) return false;
+  if (name.startsWith('"')) return [name.slice(1)];
+  return name.toUpperCase() === 'ALL' ? 'all' : [name.toLowerCase()];
+}
+
+/** Ends with AND CHAIN (not AND NO CHAIN). */
+function chained(words: string[]): boolean {
+  return words.length >= 2 && words[words.length - 2].toUpperCase() === 'AND' && words[words.length - 1].toUpperCase() === 'CHAIN';
 }
 
 /** SET [SESSION | LOCAL] ROLE …, SET [SESSION | LOCAL] SESSION AUTHORIZATION …: the role the connection's statements run as. */
@@ -104,77 +160,19 @@ function identityOf(second: string | undefined, third: string | undefined): bool
   return false;
 }
 
-function beginOf(sql: string): StatementEffect {
-  const isolation = ISOLATION.exec(sql);
-  return { kind: 'begin', isolation: isolation ? isolationLevelOf(isolation[1].replace(/\s+/g, ' ')) : undefined, readOnly: READ_ONLY.test(sql) };
+/** BEGIN or START TRANSACTION, with the isolation level and READ ONLY it asks for; `words` upper-cased, quoted names undefined. */
+function beginOf(words: Array<string | undefined>): StatementEffect {
+  let isolation: IsolationLevel | undefined;
+  let readOnly = false;
+  for (let at = 0; at < words.length; at++) {
+    if (words[at] === 'ISOLATION' && words[at + 1] === 'LEVEL') {
+      isolation = ISOLATION_LEVELS[words[at + 2] ?? ''] ?? ISOLATION_LEVELS[`${words[at + 2]} ${words[at + 3]}`] ?? isolation;
+    }
+    if (words[at] === 'READ' && words[at + 1] === 'ONLY') readOnly = true;
+  }
+  return { kind: 'begin', isolation, readOnly };
 }
 
 function refused(statement: string, why: string): StatementEffect {
   return { kind: 'refused', reason: `${statement} ${why} ${OUTSIDE}` };
-}
-
-/**
- * The statements of a query of several, split at the semicolons outside
- * literals, quoted identifiers, dollar quotes and comments; empty ones
- * left out.
- */
-export function splitStatements(sql: string): string[] {
-  const statements: string[] = [];
-  let start = 0;
-  let at = 0;
-  while (at < sql.length) {
-    const char = sql[at];
-    const next = sql[at + 1];
-    if (char === "'" || char === '"') at = closing(sql, at, char);
-    else if (char === '-' && next === '-') at = lineEnd(sql, at);
-    else if (char === '/' && next === '*') at = commentEnd(sql, at);
-    else if (char === '$') at = dollarQuoteEnd(sql, at);
-    else if (char === ';') {
-      statements.push(sql.slice(start, at));
-      start = at + 1;
-    }
-    at++;
-  }
-  statements.push(sql.slice(start));
-  return statements.filter((statement) => statement.trim() !== '');
-}
-
-/** The index of the quote closing the one at `open` (a doubled quote stays inside). */
-function closing(sql: string, open: number, quote: string): number {
-  let at = open + 1;
-  while (at < sql.length) {
-    if (sql[at] === quote && sql[at + 1] === quote) at += 2;
-    else if (sql[at] === quote) return at;
-    else at++;
-  }
-  return sql.length;
-}
-
-function lineEnd(sql: string, from: number): number {
-  const end = sql.indexOf('\n', from);
-  return end === -1 ? sql.length : end;
-}
-
-/** The end of a block comment, which PostgreSQL lets nest. */
-function commentEnd(sql: string, open: number): number {
-  let depth = 0;
-  for (let at = open; at < sql.length - 1; at++) {
-    if (sql[at] === '/' && sql[at + 1] === '*') {
-      depth++;
-      at++;
-    } else if (sql[at] === '*' && sql[at + 1] === '/') {
-      depth--;
-      at++;
-      if (depth === 0) return at;
-    }
-  }
-  return sql.length;
-}
-
-/** The end of a dollar-quoted string opened at `open` ($$ or $tag$); a parameter ($1) is no quote. */
-function dollarQuoteEnd(sql: string, open: number): number {
-  const tag = /^\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(open));
-  if (!tag) return open;
-  const end = sql.indexOf(tag[0], open + tag[0].length);
-  return end === -1 ? sql.length : end + tag[0].length - 1;
 }

@@ -10,10 +10,11 @@ type JoinableTransaction = () => QueryRunner | undefined;
 interface Join {
   /** One per TransactionHost serving the DataSource (one per app, as a rule). */
   readonly sources: Set<JoinableTransaction>;
-  /** TypeORM's own `createQueryRunner()`, which the join answers with the request's inside a request. */
-  readonly createQueryRunner: DataSource['createQueryRunner'];
   restore(): void;
 }
+
+/** Set while the module takes a QueryRunner or a pool connection of its own (`asOwnWork`): the join leaves it alone. */
+let ownWork = false;
 
 const joins = new WeakMap<DataSource, Join>();
 
@@ -62,8 +63,7 @@ export function joinTransactions(dataSource: DataSource, joinable: JoinableTrans
   let join = joins.get(dataSource);
   if (!join) {
     const sources = new Set<JoinableTransaction>();
-    const createQueryRunner = dataSource.createQueryRunner;
-    join = { sources, createQueryRunner, restore: install(dataSource, () => firstOf(sources)) };
+    join = { sources, restore: install(dataSource, () => firstOf(sources)) };
     joins.set(dataSource, join);
   }
   const joined = join;
@@ -82,7 +82,22 @@ export function joinTransactions(dataSource: DataSource, joinable: JoinableTrans
  * that outlives a committed request, start here.
  */
 export function ownQueryRunner(dataSource: DataSource): QueryRunner {
-  return (joins.get(dataSource)?.createQueryRunner ?? dataSource.createQueryRunner).call(dataSource);
+  return asOwnWork(() => dataSource.createQueryRunner());
+}
+
+/**
+ * Runs `take`, which takes a QueryRunner or a pool connection for the
+ * module's own work (a read from the pool), as it would outside any
+ * request, whatever request the caller runs in: synchronously, as TypeORM
+ * and node-postgres take both.
+ */
+export function asOwnWork<T>(take: () => T): T {
+  ownWork = true;
+  try {
+    return take();
+  } finally {
+    ownWork = false;
+  }
 }
 
 /**
@@ -92,6 +107,41 @@ export function ownQueryRunner(dataSource: DataSource): QueryRunner {
  */
 export function dataSourceOf(manager: EntityManager): DataSource {
   return manager.dataSource ?? (manager as unknown as { connection: DataSource }).connection;
+}
+
+/** The request transaction on `runner`, where it takes the handler's work now. */
+function openRequest(runner: QueryRunner | undefined): RequestTransaction | undefined {
+  const request = runner && RequestTransaction.of(runner);
+  return request?.isOpen ? request : undefined;
+}
+
+/** The node-postgres pool under TypeORM's postgres driver, as far as the join uses it. */
+interface PgPool {
+  connect(...args: unknown[]): unknown;
+}
+
+/**
+ * A connection taken from the pool inside a request (`driver.master.connect()`,
+ * `pool.query()`, which takes one, TypeORM's `obtainMasterConnection()`) is
+ * the request's client, guarded (see `guardedClient`): on a connection of its
+ * own, a write would commit apart from the request, and a lock on a row the
+ * request changed would wait for good.
+ */
+function joinPool(dataSource: DataSource, current: JoinableTransaction): Array<() => void> {
+  const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+  if (typeof pool?.connect !== 'function') return [];
+  return [
+    wrapMethod(pool as PgPool, 'connect', (connect) =>
+      function (this: unknown, ...args: unknown[]) {
+        const client = ownWork ? undefined : (openRequest(current())?.runner as unknown as { databaseConnection?: unknown } | undefined)?.databaseConnection;
+        if (client === undefined) return connect.apply(this, args);
+        const callback = args[0];
+        if (typeof callback !== 'function') return Promise.resolve(client);
+        queueMicrotask(() => (callback as (error: undefined, client: unknown, release: () => void) => void)(undefined, client, () => undefined));
+        return undefined;
+      },
+    ),
+  ];
 }
 
 function firstOf(sources: Set<JoinableTransaction>): QueryRunner | undefined {
@@ -129,14 +179,16 @@ function install(dataSource: DataSource, current: JoinableTransaction): () => vo
     wrapMethod(manager, 'getRepository', unbound),
     wrapMethod(manager, 'getTreeRepository', unbound),
     // A runner the handler creates is the request's: its transaction a savepoint of the request's (see joined-query-runner.ts).
-    wrapMethod(dataSource, 'createQueryRunner', (create) =>
-      function (this: DataSource, ...args: unknown[]) {
+    // The driver's, which the DataSource's createQueryRunner() and TypeORM's own code call.
+    wrapMethod(dataSource.driver, 'createQueryRunner', (create) =>
+      function (this: unknown, ...args: unknown[]) {
         const runner: QueryRunner = create.apply(this, args);
-        const joined = current();
-        const request = joined && RequestTransaction.of(joined);
+        if (ownWork) return runner;
+        const request = openRequest(current());
         return request ? request.adopt(runner) : LockWaitWatch.watch(runner);
       },
     ),
+    ...joinPool(dataSource, current),
     wrapMethod(dataSource, 'query', (query) =>
       function (this: DataSource, sql: string, parameters?: unknown[], queryRunner?: QueryRunner) {
         const runner = queryRunner ?? current();

@@ -44,11 +44,19 @@ interface UserTransaction {
   /** What its COMMIT would end. */
   readonly scoped: CommitScopedState;
   /**
-   * Whether statements of another owner wrote while it was the innermost:
-   * without the module they would have committed on their own, and its
-   * rollback would not have undone them.
+   * Whether statements of another owner wrote inside it (while it was the
+   * innermost, or in a transaction committed into it): without the module
+   * they would have committed on their own, and its rollback would not have
+   * undone them.
    */
   foreignWrites: boolean;
+  /** Whether its owner wrote while it was open. */
+  wrote: boolean;
+  /**
+   * Committed while a transaction opened after it was still open: its
+   * savepoint is released once those above it end (see `commitUnder`).
+   */
+  committed: boolean;
 }
 
 /** The statements that only read: nothing of theirs is lost when a savepoint they ran in rolls back. */
@@ -97,7 +105,10 @@ export class UserTransactions {
   /** Notes a statement of `owner`'s: a write inside another owner's transaction is foreign to it. */
   noteStatement(owner: StatementOwner, sql: unknown): void {
     const innermost = this.open[this.open.length - 1];
-    if (innermost && innermost.owner !== owner && !innermost.foreignWrites && !(typeof sql === 'string' && READS.test(sql))) innermost.foreignWrites = true;
+    if (!innermost || (typeof sql === 'string' && READS.test(sql))) return;
+    if (innermost.owner !== owner) innermost.foreignWrites = true;
+    const own = this.of(owner);
+    if (own) own.wrote = true;
   }
 
   /** Runs BEGIN, COMMIT or ROLLBACK of `owner`'s as the savepoint command it means here; `args`: the statement's, for the result's shape. */
@@ -119,8 +130,11 @@ export class UserTransactions {
       return statement.readOnly ? this.connection.send(['SET TRANSACTION READ ONLY', [], ...args.slice(2)]) : result;
     }
     if (!open) return this.connection.send(nothing);
-    this.checkEnd(open, statement.spelled);
-    await this.end(open, statement.kind, statement.chain);
+    if (statement.kind === 'commit' && !statement.chain && !this.isInnermost(open)) await this.commitUnder(open);
+    else {
+      this.checkEnd(open, statement.spelled);
+      await this.end(open, statement.kind, statement.chain);
+    }
     return this.connection.send(nothing);
   }
 
@@ -139,37 +153,68 @@ export class UserTransactions {
    */
   async rollBackLeftOpen(): Promise<void> {
     if (this.open.length === 0) return;
-    for (const open of this.open.splice(0).reverse()) {
+    while (this.open.length > 0) {
+      const top = this.open[this.open.length - 1];
+      if (top.committed) {
+        if (this.connection.takesOwnStatements()) await this.releaseCommittedOnTop();
+        else {
+          this.committedIntoEnclosing(top);
+          this.forget(top);
+        }
+        continue;
+      }
+      this.open.pop();
       logger.warn(`A transaction the handler opened (a QueryRunner's startTransaction(), or BEGIN) was still open when it settled: it rolls back, as it would never have committed.`);
-      if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
+      if (top.foreignWrites) this.sharedRollback ??= new SharedRollbackError(top.savepoint);
       if (!this.connection.takesOwnStatements()) continue;
-      await this.connection.enqueue(`ROLLBACK TO SAVEPOINT ${open.savepoint}; RELEASE SAVEPOINT ${open.savepoint}`);
-      this.connection.rolledBackFor(open.owner);
+      await this.connection.enqueue(`ROLLBACK TO SAVEPOINT ${top.savepoint}; RELEASE SAVEPOINT ${top.savepoint}`);
+      this.connection.rolledBackFor(top.owner);
     }
     this.connection.forgetUnitSavepoint();
   }
 
+  /** The transaction `owner` has open, not counting those it committed while others opened after them were open. */
   private of(owner: StatementOwner): UserTransaction | undefined {
-    for (let at = this.open.length - 1; at >= 0; at--) if (this.open[at].owner === owner) return this.open[at];
+    for (let at = this.open.length - 1; at >= 0; at--) if (this.open[at].owner === owner && !this.open[at].committed) return this.open[at];
     return undefined;
   }
+
+  private isInnermost(transaction: UserTransaction): boolean {
+    return this.innermost === transaction;
+  }
+
+  /**
+   * COMMIT of a transaction while one opened after it is open. Without the
+   * module each had a connection of its own, and this one commits now. Here
+   * its savepoint holds the later one's, which a RELEASE would end too: so
+   * it ends what its COMMIT would end, is done for its owner, and its
+   * savepoint is released once the ones above it have ended. Its writes
+   * then count as another owner's in the transaction it ends in.
+   */
+  private async commitUnder(open: UserTransaction): Promise<void> {
+    if (open.scoped.hasEnd) await this.connection.endScoped(open.scoped);
+    open.committed = true;
+  }
+
+
 
   private async begin(owner: StatementOwner, { isolation }: Extract<TransactionStatement, { kind: 'begin' }>): Promise<UserTransaction> {
     const { terms } = this;
     const scoped = new CommitScopedState(terms.isolation, terms.deferredConstraints);
     if (isolation) scoped.checkNested(isolation, `BEGIN ISOLATION LEVEL ${isolation}`);
     await this.connection.releaseUnitSavepoint();
-    const opened: UserTransaction = { owner, savepoint: `idempotency_transaction_${++this.opened}`, scoped, foreignWrites: false };
+    const opened: UserTransaction = { owner, savepoint: `idempotency_transaction_${++this.opened}`, scoped, foreignWrites: false, wrote: false, committed: false };
     this.open.push(opened);
     return opened;
   }
 
-  /** Refuses to end `transaction` while one opened after it is open: its savepoint would end with it. */
+  /** Refuses to roll back `transaction` while one opened after it is open: its savepoint would take the later one's work with it. */
   private checkEnd(transaction: UserTransaction, spelled: string): void {
-    if (this.open[this.open.length - 1] === transaction) return;
+    if (this.isInnermost(transaction)) return;
     throw new StatementRefusedError(
-      `${spelled} of a transaction while another, opened after it in the same @Idempotent() request, is still open: the request's QueryRunners share its one connection, ` +
-        'where each transaction is a savepoint inside the ones opened before it. End the transactions in the reverse order of their start.',
+      `${spelled} of a transaction while another, opened after it in the same @Idempotent() request, is still open (two QueryRunner transactions at once, in Promise.all say): ` +
+        'the request\'s QueryRunners share its one connection, where each transaction is a savepoint inside the ones opened before it, and rolling this one back would undo the later one\'s writes too. ' +
+        'Run such transactions one after another, or end the later one first.',
     );
   }
 
@@ -179,33 +224,65 @@ export class UserTransactions {
    * opens the next at once. A COMMIT that fails (a deferred constraint's
    * violation) rolls it back and throws; one of a transaction a statement
    * aborted rolls it back and says nothing, as PostgreSQL answers those.
+   * Transactions committed under it (`commitUnder`) end after it.
    */
   private async end(open: UserTransaction, how: 'commit' | 'rollback', chain: boolean): Promise<void> {
     try {
-      if (how === 'rollback') return await this.rollBack(open, chain);
-      try {
-        if (open.scoped.hasEnd) await this.connection.endScoped(open.scoped);
-        await this.connection.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
-      } catch (error) {
-        await this.rollBack(open, chain);
-        if (sqlStateOf(error) !== IN_FAILED_TRANSACTION) throw error;
-        return;
-      }
-      if (!chain) return this.forget(open);
-      open.scoped.reset();
-      await this.connection.send([`SAVEPOINT ${open.savepoint}`]);
+      if (how === 'rollback') await this.rollBack(open, chain);
+      else await this.commit(open, chain);
+      if (!chain) await this.releaseCommittedOnTop();
     } finally {
       this.connection.forgetUnitSavepoint();
     }
+  }
+
+  private async commit(open: UserTransaction, chain: boolean): Promise<void> {
+    try {
+      if (open.scoped.hasEnd) await this.connection.endScoped(open.scoped);
+      await this.connection.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
+    } catch (error) {
+      await this.rollBack(open, chain);
+      if (sqlStateOf(error) !== IN_FAILED_TRANSACTION) throw error;
+      return;
+    }
+    this.committedIntoEnclosing(open);
+    if (!chain) return this.forget(open);
+    open.scoped.reset();
+    await this.connection.send([`SAVEPOINT ${open.savepoint}`]);
   }
 
   private async rollBack(open: UserTransaction, chain: boolean): Promise<void> {
     await this.connection.send([`ROLLBACK TO SAVEPOINT ${open.savepoint}`]);
     if (open.foreignWrites) this.sharedRollback ??= new SharedRollbackError(open.savepoint);
     open.foreignWrites = false;
+    open.wrote = false;
     if (chain) return;
     await this.connection.send([`RELEASE SAVEPOINT ${open.savepoint}`]);
     this.forget(open);
+  }
+
+  /** Releases the savepoints of the transactions committed under others, now on top (see `commitUnder`). */
+  private async releaseCommittedOnTop(): Promise<void> {
+    for (let top = this.innermost; top?.committed; top = this.innermost) {
+      await this.connection.send([`RELEASE SAVEPOINT ${top.savepoint}`]);
+      this.committedIntoEnclosing(top);
+      this.forget(top);
+    }
+  }
+
+  private get innermost(): UserTransaction | undefined {
+    return this.open[this.open.length - 1];
+  }
+
+  /**
+   * What a committed transaction wrote, or had written into it, now lies in
+   * the transaction it was opened in: where that is another owner's, its
+   * rollback would undo writes that would have committed on their own.
+   */
+  private committedIntoEnclosing(committed: UserTransaction): void {
+    const at = this.open.indexOf(committed);
+    const enclosing = at > 0 ? this.open[at - 1] : undefined;
+    if (enclosing && enclosing.owner !== committed.owner && (committed.wrote || committed.foreignWrites)) enclosing.foreignWrites = true;
   }
 
   private forget(open: UserTransaction): void {
