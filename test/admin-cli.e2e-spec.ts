@@ -116,7 +116,7 @@ describe('the nest-idempotency CLI', () => {
     const release = ['release', 'cli-abandoned', '--tenant', 'acme', '--operation', 'POST /entries/transfers', '--reason', 'may try again'];
     const refused = await cli(env, ...release);
     expect(refused.code).toBe(EXIT.refused);
-    expect(refused.err).toMatch(/Operation started: .*finished phases debit.*a second charge.*--force/s);
+    expect(refused.err).toMatch(/Operation started: .*finished phases debit.*each effect happens a second time.*--force/s);
     expect(refused.err).not.toMatch(/fail[^.]*then release/i);
     const forced = await cli(env, ...release, '--force');
     expect(forced.code).toBe(EXIT.done);

@@ -66,7 +66,7 @@ describe('releasing a key whose operation had external effects, on the demo', ()
     }
     expect(refused).toMatchObject({ status: 409, body: { type: AdminProblemType.OperationStarted } });
     expect(refused.body.detail).toContain('record-pending');
-    expect(refused.body.detail).toMatch(/second charge/);
+    expect(refused.body.detail).toMatch(/each effect happens a second time/);
     expect(refused.body.detail).not.toMatch(NO_WAY_AROUND);
 
     expect((await admin('fail', { ...id, reason: 'provider timed out' })).status).toBe(200);

@@ -287,6 +287,23 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     expect((await request(app.url).get(`${ADMIN}/assets/admin.js`).set('X-Operator', 'root').expect(200)).text).toContain("addEventListener('submit'");
   });
 
+  it('offers no action to a caller its actor names nobody for, and says why', async () => {
+    const key = newKey('reader');
+    await entry(key, 'read only').expect(201);
+    const detail = await request(app.url).get(`${ADMIN}/record`).query(id(key)).set('X-Operator', 'reader').expect(200);
+    expect(detail.text).not.toContain('Release key');
+    expect(detail.text).toContain('Actions need a name for their audit line');
+    expect(detail.text).toContain('no name: reading only');
+    expect((await act('release', { ...id(key), reason: 'x' }, 'reader')).status).toBe(400);
+  });
+
+  it('lands a release on a page that says what was released', async () => {
+    const key = newKey('landing');
+    await entry(key, 'to release').expect(201);
+    const landing = await request(app.url).get(ADMIN).query({ ...id(key), released: 'true' }).set('X-Operator', 'root').expect(200);
+    expect(landing.text).toContain(`Released key ${key} of`);
+  });
+
   it('documents its JSON API in OpenAPI, and leaves the page out', () => {
     const document = SwaggerModule.createDocument(app.app, new DocumentBuilder().build());
     expect(Object.keys(document.paths['/ops/idempotency/api/records'])).toEqual(['get']);

@@ -8,8 +8,12 @@ import { EventfulModule } from './outbox-app.js';
 /** Where the test app serves the admin. */
 export const ADMIN = '/ops/idempotency';
 
-/** The test's operators, named by an `X-Operator` header: one sees every scope, one acme's only. */
-export const OPERATORS: Record<string, 'all' | string[]> = { root: 'all', 'acme-support': [tenantScope('acme')] };
+/**
+ * The test's operators, named by an `X-Operator` header: one sees every
+ * scope, one acme's only; `reader` sees every scope too, but the admin's
+ * `actor` names nobody for it.
+ */
+export const OPERATORS: Record<string, 'all' | string[]> = { root: 'all', 'acme-support': [tenantScope('acme')], reader: 'all' };
 
 type OperatorRequest = { headers: Record<string, string | undefined> };
 
@@ -35,7 +39,7 @@ export function adminAppModules(databaseUrl: string, publisher: OutboxPublisher,
       path: ADMIN,
       guard: operatorGuard,
       scopes: (request: OperatorRequest) => OPERATORS[request.headers['x-operator']!],
-      actor: (request: OperatorRequest) => request.headers['x-operator'],
+      actor: (request: OperatorRequest) => (request.headers['x-operator'] === 'reader' ? undefined : request.headers['x-operator']),
     }),
   ];
 }

@@ -35,7 +35,8 @@ export function adminPageController(path: string, decorators: ClassDecorator[]):
     async records(@Req() request: unknown, @Query() params: Params) {
       const context = await this.context(request, '');
       const asked = recordQueryOf(params);
-      return recordsPage(context, asked, await this.admin.findRecords(asked, context.caller)).text;
+      // A release lands here, on the released key's records (none): `released` says so on the page.
+      return recordsPage(context, asked, await this.admin.findRecords(asked, context.caller), params.released === 'true').text;
     }
 
     @Get('record')

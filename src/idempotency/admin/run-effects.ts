@@ -25,7 +25,7 @@ export function runEffectsOf(row: RunEffectsRow): RunEffects {
 export function releaseConsequences(status: IdempotencyRecordStatus, effects: RunEffects): string {
   if (!effects.external) {
     if (status === 'in_progress') return 'Its operation never started (no input was stored): nothing can have happened, and the next request with this key runs it.';
-    return 'Its writes stay: a release deletes the record only, and the next request with this key runs the operation anew, writing them again (a second order).';
+    return 'Its writes stay: a release deletes the record only, and the next request with this key runs the operation anew and writes them a second time.';
   }
   return [...whatRan(status, effects), whatARetryDoes(effects)].join(' ');
 }
@@ -49,7 +49,7 @@ function whatRan(status: IdempotencyRecordStatus, effects: RunEffects): string[]
     sentences.push(
       status === 'completed'
         ? `${name} ran to its end: ${finished}.`
-        : `${name} started: ${finished}. A phase that was running when it stopped (a call to a payment provider, say) may have had its effect without recording it.`,
+        : `${name} started: ${finished}. A phase that was running when it stopped (an external call) may have had its effect without recording it.`,
     );
   }
   const { sent, pending, dead } = effects.events;
@@ -62,8 +62,8 @@ function whatARetryDoes(effects: RunEffects): string {
   if (effects.operation !== null || effects.phases.length) {
     return (
       `What its phases did stays, and the next request with this key runs ${effects.operation ?? 'the operation'} anew, as a new run: every phase again, each external call under a new downstream key ` +
-      'that its service cannot match to the first one: a second charge, a second order.'
+      'that its service cannot match to the first one, so that each effect happens a second time.'
     );
   }
-  return 'Its writes stay: a release deletes the record only, and the next request with this key runs the operation anew, writing them again and adding its events again (a second order, a second message).';
+  return 'Its writes stay: a release deletes the record only, and the next request with this key runs the operation anew, writes them a second time and adds its events again, each to be delivered a second time.';
 }

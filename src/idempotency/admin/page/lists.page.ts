@@ -1,6 +1,7 @@
 import type { AdminPage, OutboxEventView, OutboxQuery, UnfinishedOperation, UnfinishedQuery } from '../admin.types.js';
 import { html, type Markup, query, when } from './html.js';
 import { actionForm, layout, nextLink, type PageContext } from './page-layout.js';
+import { NO_ACTOR } from './records.page.js';
 
 const STATES: Record<UnfinishedOperation['state'], string> = {
   running: 'running: its owner holds the lease',
@@ -50,6 +51,7 @@ export function outboxPage(context: PageContext, asked: OutboxQuery, found: Admi
   const next = found.next ? `${base}/outbox${query({ state: asked.state, cursor: found.next })}` : undefined;
   if (!found.items.length) return layout(context, asked.state, dead ? 'Dead letters' : 'Pending events', html`<p class="empty">${dead ? 'No dead letter.' : 'No event waits for the relay.'}</p>`);
   if (!dead) return layout(context, 'pending', 'Pending events', html`${table}${nextLink(next)}`);
+  if (!context.caller.actor) return layout(context, 'dead', 'Dead letters', html`${table}${NO_ACTOR}${nextLink(next)}`);
   const all = html`<button type="submit" name="all" value="true" disabled data-needs-script data-confirm="Requeue every dead letter?">Requeue all dead letters</button>`;
   const form = actionForm(context, 'requeue', {}, {
     confirm: 'Requeue the selected dead letters? Older dead letters of their ordering keys must be among them.',

@@ -74,7 +74,7 @@ form.action { background: #fff; border: 1px solid var(--line); padding: .8rem; d
 form.action label { align-self: stretch; }
 .warning { background: #fdf0d5; border-left: 3px solid var(--warn); padding: .5rem .8rem; max-width: 60rem; }
 form.action label.force { flex-direction: row; align-items: center; gap: .4rem; color: var(--bad); font-size: 14px; }
-.result.done { color: var(--good); font-weight: 600; }
+.result.done, p.done { color: var(--good); font-weight: 600; }
 .result.refused { color: var(--bad); font-weight: 600; }
 .empty, .note { color: var(--muted); }
 .pager { margin-top: .8rem; }

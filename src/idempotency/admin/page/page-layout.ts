@@ -40,7 +40,7 @@ export function layout(context: PageContext, section: Section | undefined, title
 <header>
   <a class="brand" href="${base}">idempotency admin</a>
   <nav>${SECTIONS.map(([name, label, href]) => html`<a href="${base}${href}"${section === name ? html` aria-current="page"` : ''}>${label}</a>`)}</nav>
-  <span class="caller" title="who the admin's guard let in, and what they may see">${caller.actor || 'unnamed caller'} · ${scopes}</span>
+  <span class="caller" title="who the admin's guard let in, and what they may see">${caller.actor || 'no name: reading only'} · ${scopes}</span>
 </header>
 <main>
 <h1>${title}</h1>

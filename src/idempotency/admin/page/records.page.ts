@@ -5,17 +5,20 @@ import { actionForm, layout, nextLink, type PageContext } from './page-layout.js
 
 const STATUSES = ['', 'in_progress', 'completed', 'failed'];
 
+/** In place of the actions, for a caller the admin's `actor` names nobody for: each action's audit line names who took it. */
+export const NO_ACTOR = html`<p class="note">Actions need a name for their audit line, and the admin's <code>actor</code> option names nobody for this request: sign in, or set <code>actor</code> (IdempotencyAdminModule).</p>`;
+
 /** `datetime-local` wants `YYYY-MM-DDTHH:MM`; the page's times are UTC. */
 const local = (date: Date | undefined) => (date ? date.toISOString().slice(0, 16) : '');
 
 /** The search form and the records found, newest claim first. */
-export function recordsPage(context: PageContext, asked: RecordQuery, found: AdminPage<RecordSummary>): Markup {
+export function recordsPage(context: PageContext, asked: RecordQuery, found: AdminPage<RecordSummary>, released = false): Markup {
   const { base, caller } = context;
   const filters = { scope: asked.scope, operation: asked.operation, key: asked.key, status: asked.status, since: local(asked.since), until: local(asked.until) };
   const form = html`<form class="search" method="get" action="${base}">
   <label>Tenant scope <input name="scope" value="${asked.scope}" placeholder="tenant:acme" list="scopes"></label>
   ${caller.scopes === 'all' ? '' : html`<datalist id="scopes">${caller.scopes.map((scope) => html`<option value="${scope}">`)}</datalist>`}
-  <label>Operation <input name="operation" value="${asked.operation}" placeholder="POST /orders"></label>
+  <label>Operation <input name="operation" value="${asked.operation}" placeholder="METHOD /route/:param"></label>
   <label>Key <input name="key" value="${asked.key}"></label>
   <label>Status <select name="status">${STATUSES.map((status) => html`<option value="${status}"${status === (asked.status ?? '') ? html` selected` : ''}>${status || 'any'}</option>`)}</select></label>
   <label>Claimed from (UTC) <input type="datetime-local" name="since" value="${filters.since}"></label>
@@ -38,7 +41,12 @@ export function recordsPage(context: PageContext, asked: RecordQuery, found: Adm
     ? 'The search stopped early: a key searched in every scope walks a window of their scopes and operations per page; the next page walks the following ones.'
     : 'The search reads a window of claims per page, newest first; the next page searches older ones.';
   const partial = found.partial ? html`<p class="note">${window}</p>` : '';
-  return layout(context, 'records', 'Records', html`${form}${table}${partial}${nextLink(next)}`);
+  return layout(context, 'records', 'Records', html`${released ? releasedNote(asked) : ''}${form}${table}${partial}${nextLink(next)}`);
+}
+
+/** Where a release lands: the list of the released key's records, which says what was released. */
+function releasedNote(asked: RecordQuery): Markup {
+  return html`<p class="done" role="status">Released key ${asked.key} of ${asked.scope} (${asked.operation}): its record is deleted, and the next request with this key runs the operation anew.</p>`;
 }
 
 /** One record: its request's fingerprint, status, answer and timings, and the actions it allows. */
@@ -82,6 +90,7 @@ function inputOf(record: RecordDetail): Markup {
 /** Release and mark failed, where the record allows them; the server checks again, on the database's clock. */
 function actionsOf(context: PageContext, record: RecordDetail): Markup {
   const id = { scope: record.scope, operation: record.operation, key: record.key };
+  if (!context.caller.actor) return html`<h2>Actions</h2>${NO_ACTOR}`;
   if (record.status === 'in_progress' && record.leaseLive) {
     return html`<h2>Actions</h2><p class="note">Its owner holds a live lease until ${when(record.leaseExpiresAt)}: nothing can be done until it finishes or the lease lapses.</p>`;
   }
@@ -100,7 +109,7 @@ ${actionForm(context, 'fail', id, { confirm: `Mark ${record.operation} key ${rec
  */
 function releaseOf(context: PageContext, record: RecordDetail, id: Record<string, string>): Markup {
   const consequences = releaseConsequences(record.status, record.effects);
-  const options = { confirm: `Release key ${record.key} of ${record.scope} (${record.operation})? Its record is deleted.`, button: 'Release key', done: `${context.base}${query(id)}` };
+  const options = { confirm: `Release key ${record.key} of ${record.scope} (${record.operation})? Its record is deleted.`, button: 'Release key', done: `${context.base}${query({ ...id, released: 'true' })}` };
   if (!record.effects.external) return html`<h3>Release the key</h3><p>${consequences}</p>${actionForm(context, 'release', id, options)}`;
   const force = html`<label class="force"><input type="checkbox" name="force" value="true"> Force the release: a request with this key after it does all of this again</label>`;
   const confirmForced = `Force the release of key ${record.key} of ${record.scope} (${record.operation})?\n\n${consequences}`;
