@@ -287,6 +287,16 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     expect((await request(app.url).get(`${ADMIN}/assets/admin.js`).set('X-Operator', 'root').expect(200)).text).toContain("addEventListener('submit'");
   });
 
+  it('lists the finished phases of a run in the order they ran, where jsonb keeps its own', async () => {
+    const key = newKey('in-order');
+    expect((await transfer(key, 'in-order')).status).toBe(201);
+    const detail = (await read('record', id(key, TRANSFERS)).expect(200)).body;
+    // debit, notify, credit: jsonb orders phase_results' keys debit, credit, notify.
+    expect(detail.effects.phases).toEqual(['debit', 'notify', 'credit']);
+    const page = await request(app.url).get(`${ADMIN}/record`).query(id(key, TRANSFERS)).set('X-Operator', 'root').expect(200);
+    expect(page.text).toContain('finished, in order: debit, notify, credit');
+  });
+
   it('offers no action to a caller its actor names nobody for, and says why', async () => {
     const key = newKey('reader');
     await entry(key, 'read only').expect(201);

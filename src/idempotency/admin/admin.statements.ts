@@ -115,7 +115,7 @@ export class AdminRecordStatements {
 
   constructor({ records, outbox }: ModuleTables) {
     this.records = records;
-    const phases = `ARRAY(SELECT jsonb_object_keys(r.phase_results))`;
+    const phases = phasesInOrder('r');
     const state = (status: string) => `'${status}', count(*) FILTER (WHERE o.status = '${status}')`;
     this.runEffects = `${phases} AS phases,
       (SELECT json_build_object(${state('sent')}, ${state('pending')}, ${state('dead')}) FROM ${outbox} o
@@ -246,7 +246,7 @@ export class AdminRecordStatements {
     }
     return {
       text: `SELECT scope, operation, key, created_at, attempts, owner_token, lease_expires_at, lease_expires_at > now() AS lease_live, recovery_point,
-                    resume->>'operation' AS resumes, ARRAY(SELECT jsonb_object_keys(phase_results)) AS phases, ${positionOf('lease_expires_at')} AS position
+                    resume->>'operation' AS resumes, ${phasesInOrder()} AS phases, ${positionOf('lease_expires_at')} AS position
                FROM ${this.records} ${conditions.where}
               ORDER BY lease_expires_at, scope, operation, key LIMIT ${conditions.param(limit)}`,
       values: conditions.values,
@@ -362,4 +362,15 @@ export class AdminOutboxStatements {
       values: [ids],
     };
   }
+}
+
+/**
+ * The finished phases of a record (of the row `alias` names), in the order
+ * they finished; for a record written before that order was kept, in
+ * jsonb's order of `phase_results`.
+ */
+function phasesInOrder(alias?: string): string {
+  const column = (name: string) => (alias ? `${alias}.${name}` : name);
+  return `CASE WHEN jsonb_typeof(${column('resume')}->'phases') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(${column('resume')}->'phases'))
+               ELSE ARRAY(SELECT jsonb_object_keys(${column('phase_results')})) END`;
 }

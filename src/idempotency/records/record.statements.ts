@@ -395,11 +395,16 @@ export class LeaseStatements {
     return fenced(this.records, `lease_expires_at = now() + ${ms('$5')}`, id, owner, [leaseMs]);
   }
 
-  /** Records a finished phase as the new recovery point. */
+  /**
+   * Records a finished phase as the new recovery point, and notes it in the
+   * order the phases finished (`resume.phases`): `phase_results` is an
+   * object, which jsonb keeps in an order of its own.
+   */
   savePhase(id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Statement {
     return fenced(
       this.records,
-      `phase_results = phase_results || jsonb_build_object($5::text, $6::jsonb), recovery_point = $5, lease_expires_at = now() + ${ms('$7')}`,
+      `phase_results = phase_results || jsonb_build_object($5::text, $6::jsonb), recovery_point = $5, lease_expires_at = now() + ${ms('$7')},
+       resume = jsonb_set(resume, '{phases}', coalesce(resume->'phases', '[]'::jsonb) || to_jsonb($5::text))`,
       id,
       owner,
       [phase, resultJson, leaseMs],

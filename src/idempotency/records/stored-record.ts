@@ -17,6 +17,8 @@ export interface ResumeInfo {
   storeErrors: number[];
   /** The route's retention, in ms; the module's for claims stored without it. */
   retention?: number;
+  /** The phases finished so far, in the order they finished (see `savePhase`). */
+  phases?: string[];
 }
 
 /** The part of a record the request flow reads. */

@@ -67,7 +67,7 @@ export function recordPage(context: PageContext, record: RecordDetail): Markup {
   ];
   if (record.leaseExpiresAt) facts.push(['Lease', `${record.leaseLive ? 'live' : 'lapsed'}, until ${when(record.leaseExpiresAt)}, owner ${record.ownerToken ?? 'none'}`]);
   if (record.resume) facts.push(['Phased operation', record.resume.operation]);
-  if (record.recoveryPoint || Object.keys(record.phaseResults).length) facts.push(['Recovery point', `${record.recoveryPoint ?? 'none'} (finished: ${Object.keys(record.phaseResults).join(', ') || 'none'})`]);
+  if (record.recoveryPoint || record.effects.phases.length) facts.push(['Recovery point', `${record.recoveryPoint ?? 'none'} (finished, in order: ${record.effects.phases.join(', ') || 'none'})`]);
   if (record.failureReason) facts.push(['Failure reason', record.failureReason]);
   const list = html`<dl>${facts.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>`;
   return layout(context, 'records', `${record.operation} · ${record.key}`, html`${list}${answerOf(record)}${record.resume ? inputOf(record) : ''}${actionsOf(context, record)}`);
