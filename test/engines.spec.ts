@@ -63,12 +63,12 @@ function satisfies(version: string, range: string): boolean {
   );
 }
 
-/** The oldest Node the package promises, from its own `engines` (`>=20.19`), and the LTS lines after it. */
-const supported = [`${/^>=(\d+\.\d+)$/.exec(readManifest(process.cwd()).engines?.node ?? '')?.[1]}.0`, '22.0.0', '24.0.0'];
+/** The oldest Node of each line the package promises, from its own `engines` (`^20.19.0 || >=22.12.0`), and the LTS line after them. */
+const supported = [...(readManifest(process.cwd()).engines?.node ?? '').split('||').map((alternative) => /(\d+\.\d+\.\d+)/.exec(alternative)?.[1] ?? 'none'), '24.0.0'];
 
 describe('engines', () => {
-  it('name the oldest Node the package supports as 20.19', () => {
-    expect(supported[0]).toBe('20.19.0');
+  it('name the oldest Node the package supports on each line: 20.19, and 22.12 (require() of ES modules without a flag)', () => {
+    expect(supported.slice(0, -1)).toEqual(['20.19.0', '22.12.0']);
   });
 
   // npm warns EBADENGINE, for this package, on every install where one does not.
