@@ -8,8 +8,8 @@ import { IdempotencyFacade } from './idempotency.facade.js';
 import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.interceptor.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
-import { fingerprintedFields, fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
-import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
+import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
+import { routeFieldsOf } from './route-fields.js';
 import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from '../outcome/recorded-outcome.js';
 import { ResponseGuard } from '../outcome/response-guard.js';
@@ -18,6 +18,15 @@ import { Abandonment, HandlerAbandonedError } from '../flow/handler-run.js';
 
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
+
+/** One call of a route as the dispatcher hands it on: an HTTP request (with its response) or a GraphQL field (without). */
+interface RouteCall {
+  route: IdempotentRoute;
+  request: any;
+  response: unknown;
+  next: CallHandler;
+  abandonment?: Abandonment;
+}
 
 /**
  * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the
@@ -73,7 +82,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
       if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
       id = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
-      ending = this.dispatch(id, route, request, response, next, abandonment);
+      ending = this.dispatch(id, { route, request, response, next, abandonment });
     } catch (error) {
       ending = { steps: NO_STEPS, error };
     }
@@ -92,22 +101,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     throw error;
   }
 
-  /**
-   * A replay from the cache, at once; else the fast read or the route's flow.
-   * An HTTP body no parser has read yet is read first (see request-body.ts).
-   */
-  private dispatch(id: RecordId, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): FlowEnding | Promise<FlowEnding> {
-    const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
-    if (body === 'hidden') refuseHiddenBody(route.operation);
-    if (body === 'unread') {
-      return readUnreadBody(request, route.maxBodyBytes)
-        .then((bytes) => bodyValueOf(bytes, request.headers))
-        .then((value) => this.dispatchFields(id, route, fingerprintedFields(route, request, { body: value }), request, response, next, abandonment));
-    }
-    return this.dispatchFields(id, route, fingerprintedFields(route, request), request, response, next, abandonment);
+  /** A replay from the cache, at once; else the fast read or the route's flow. */
+  private dispatch(id: RecordId, call: RouteCall): FlowEnding | Promise<FlowEnding> {
+    const fields = routeFieldsOf(call.route, call.request, call.response);
+    return fields instanceof Promise ? fields.then((read) => this.dispatchFields(id, call, read)) : this.dispatchFields(id, call, fields);
   }
 
-  private dispatchFields(id: RecordId, route: IdempotentRoute, fields: unknown, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): FlowEnding | Promise<FlowEnding> {
+  private dispatchFields(id: RecordId, call: RouteCall, fields: unknown): FlowEnding | Promise<FlowEnding> {
+    const { route } = call;
     // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
     const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
     const cached = this.idempotency.cache.get(id);
@@ -115,24 +116,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
     const fingerprint = fingerprintOf(route, this.idempotency.fingerprints, id, fields);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
-    return this.uncached(id, fingerprint, fieldsJson, route, request, response, next, abandonment);
+    return this.uncached(id, fingerprint, fieldsJson, call);
   }
 
   /** The fast read, else the route's flow; what it settles on is cached. */
-  private async uncached(
-    id: RecordId,
-    fingerprint: RequestFingerprint,
-    fieldsJson: string | undefined,
-    route: IdempotentRoute,
-    request: any,
-    response: unknown,
-    next: CallHandler,
-    abandonment: Abandonment | undefined,
-  ): Promise<FlowEnding> {
+  private async uncached(id: RecordId, fingerprint: RequestFingerprint, fieldsJson: string | undefined, call: RouteCall): Promise<FlowEnding> {
     const { cache, fast } = this.idempotency;
     const askedAt = cache.readClocks(); // before the database is asked, so that cached lifetimes err short
     const found = await fast.find(id, fingerprint);
-    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, route, request, response, next, abandonment);
+    const ending: FlowEnding = found ? { steps: NO_STEPS, settled: found } : await this.run(id, fingerprint, call);
     const { settled } = ending;
     if (settled?.expiresAt && settled.databaseNow) cache.set(id, { fingerprint: fingerprint.value, fieldsJson }, settled.outcome, { expiresAt: settled.expiresAt, databaseNow: settled.databaseNow }, askedAt);
     return ending;
@@ -145,7 +137,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * an operator around the route gave up on it, its answer (a 408) goes out
    * instead, and the flow rolls back.
    */
-  private async run(id: RecordId, fingerprint: RequestFingerprint, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment: Abandonment | undefined): Promise<FlowEnding> {
+  private async run(id: RecordId, fingerprint: RequestFingerprint, { route, request, response, next, abandonment }: RouteCall): Promise<FlowEnding> {
     const { phased, oneTransaction, adapterHost } = this.idempotency;
     if (abandonment?.isAbandoned) return { steps: NO_STEPS, error: new HandlerAbandonedError() };
     const guard = response === undefined ? undefined : ResponseGuard.hold(response);
