@@ -67,6 +67,7 @@ export {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
   LockHeldByRequestError,
+  PoolConnectionRefusedError,
   SharedRollbackError,
   StatementRefusedError,
   TransactionClosedError,

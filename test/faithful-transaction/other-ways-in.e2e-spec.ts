@@ -1,7 +1,8 @@
 import { ServiceUnavailableException } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
+import QueryStream from 'pg-query-stream';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { countRows, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, FaithfulRow, type HandlerContext, send, startFaithfulApp, TWINS, uniqueLabel } from '../support/faithful-app.js';
+import { countRows, eventually, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, FaithfulRow, type HandlerContext, send, startFaithfulApp, TWINS, uniqueLabel } from '../support/faithful-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /** The node-postgres pool and client, as far as an app's code reaches them. */
@@ -39,14 +40,7 @@ const HIDDEN_COMMITS: Record<string, (dataSource: DataSource) => Promise<unknown
   "an E'' string's escaped quote": (dataSource) => dataSource.query("SELECT E'\\''; COMMIT"),
   'a query config object': (dataSource) => dataSource.query({ text: 'COMMIT' } as unknown as string),
   'the request runner’s own client': (dataSource) => requestClient(dataSource)!.query('COMMIT'),
-  'a pool connection': async (dataSource) => {
-    const client = await driverOf(dataSource).master.connect();
-    try {
-      return await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  },
+  "an E'' string continued on the next line": (dataSource) => dataSource.query("SELECT E''\n'\\'', '\\'; COMMIT"),
 };
 
 async function hiddenCommit({ dataSource }: HandlerContext, { label, way }: { label: string; way: string }) {
@@ -60,37 +54,65 @@ async function hiddenCommit({ dataSource }: HandlerContext, { label, way }: { la
   return { label, sent };
 }
 
-/** Ways to write that take a connection of their own without the module, below the DataSource's createQueryRunner(). */
-const DRIVER_WRITES: Record<string, (dataSource: DataSource, label: string) => Promise<unknown>> = {
-  'the pool’s query()': (dataSource, label) => driverOf(dataSource).master.query(insert(label, 'driver').text),
-  'obtainMasterConnection()': async (dataSource, label) => {
-    const [client, release] = await driverOf(dataSource).obtainMasterConnection();
-    try {
-      return await client.query(insert(label, 'driver').text);
-    } finally {
-      release();
-    }
-  },
-  'the driver’s createQueryRunner()': async (dataSource, label) => {
-    const queryRunner = driverOf(dataSource).createQueryRunner('master');
-    await queryRunner.connect();
-    await queryRunner.startTransaction();
-    await queryRunner.query(insert(label, 'driver').text);
-    await queryRunner.commitTransaction();
-    await queryRunner.release();
-  },
-};
-
-async function driverWrite({ dataSource }: HandlerContext, { label, way }: { label: string; way: string }) {
-  await DRIVER_WRITES[way](dataSource, label);
+/** A QueryRunner of the driver's own (`driver.createQueryRunner()`), below the DataSource's: its transaction, then a failure. */
+async function driverQueryRunner({ dataSource }: HandlerContext, { label }: { label: string }) {
+  const queryRunner = driverOf(dataSource).createQueryRunner('master');
+  await queryRunner.connect();
+  await queryRunner.startTransaction();
+  await queryRunner.query(insert(label, 'driver').text);
+  await queryRunner.commitTransaction();
+  await queryRunner.release();
   if (firstExecution(label)) throw new ServiceUnavailableException('the downstream service timed out');
   return { label };
 }
 
+/** Ways to take a connection straight from the pool. */
+const POOL_PATHS: Record<string, (dataSource: DataSource, sql: string, values: unknown[]) => Promise<unknown>> = {
+  'the pool’s query()': (dataSource, sql, values) => driverOf(dataSource).master.query(sql, values),
+  'the pool’s connect()': async (dataSource, sql, values) => {
+    const client = await driverOf(dataSource).master.connect();
+    try {
+      return await client.query({ text: sql }, values);
+    } finally {
+      client.release();
+    }
+  },
+  'obtainMasterConnection()': async (dataSource, sql, values) => {
+    const [client, release] = await driverOf(dataSource).obtainMasterConnection();
+    try {
+      return await client.query({ text: sql }, values);
+    } finally {
+      release();
+    }
+  },
+};
+
 /** Changes a row through the repository, then through the pool: on a connection of its own the second waits for the first's lock. */
-async function changeThroughThePool({ dataSource, repository }: HandlerContext, { label }: { label: string }) {
+async function changeThroughThePool({ dataSource, repository }: HandlerContext, { label, way }: { label: string; way: string }) {
   await repository(FaithfulRow).update({ label }, { step: 'by the repository' });
-  await driverOf(dataSource).master.query(`UPDATE faithful_rows SET step = 'by the pool' WHERE label = $1`, [label]);
+  const pool = await POOL_PATHS[way](dataSource, `UPDATE faithful_rows SET step = 'by the pool' WHERE label = $1`, [label]).then(
+    () => 'written',
+    (error: Error) => ({ name: error.name, message: error.message }),
+  );
+  // After the request, the pool is the app's again: a timer's write there commits on its own.
+  setTimeout(() => void POOL_PATHS[way](dataSource, insert(label, 'after the request').text, []), 200);
+  return { label, pool };
+}
+
+/** Keeps the request's client, and reads a cursor on it once the request has ended. */
+const keptCursors = new Map<string, Promise<unknown>>();
+function keepClientForLater({ dataSource }: HandlerContext, { label }: { label: string }) {
+  const client = requestClient(dataSource)!;
+  keptCursors.set(
+    label,
+    new Promise((settled) =>
+      setTimeout(() => {
+        const stream = client.query(new QueryStream('SELECT 1') as unknown as string) as unknown as QueryStream;
+        stream.on('error', (error: Error) => settled(error.name));
+        stream.on('data', () => settled('read'));
+      }, 200),
+    ),
+  );
   return { label };
 }
 
@@ -164,8 +186,9 @@ describe('other ways to the request’s connection', () => {
       entities: [FaithfulRow],
       routes: [
         { path: 'hidden-commit', handle: hiddenCommit },
-        { path: 'driver-write', handle: driverWrite },
-        { path: 'pool-lock', handle: changeThroughThePool },
+        { path: 'driver-runner', handle: driverQueryRunner },
+        { path: 'pool', handle: changeThroughThePool },
+        { path: 'kept-client', handle: keepClientForLater },
         { path: 'release', handle: releaseThenFail },
         { path: 'start-order', handle: commitInStartOrder },
         { path: 'left-open', handle: commitInsideOneLeftOpen },
@@ -190,24 +213,33 @@ describe('other ways to the request’s connection', () => {
     expect([await rows(label, `step = 'before'`), await rows(label, `step = 'after'`)]).toEqual([1, 1]);
   });
 
-  it.each(Object.keys(DRIVER_WRITES))('keeps nothing of a failed request that wrote through %s, and its retry writes once', async (way) => {
+  it('keeps nothing of a failed request that wrote through a QueryRunner of the driver’s, and its retry writes once', async () => {
     const labels = { with: uniqueLabel('driver-with'), without: uniqueLabel('driver-without') };
     const key = `${labels.with}:key`;
-    const firsts = await Promise.all(TWINS.map((twin) => send(app, 'driver-write', twin, { label: labels[twin], way }, { key })));
+    const firsts = await Promise.all(TWINS.map((twin) => send(app, 'driver-runner', twin, { label: labels[twin] }, { key })));
     expect(firsts.map((answer) => answer.status)).toEqual([503, 503]);
     // Without the module the write committed on its own.
     expect([await rows(labels.with), await rows(labels.without)]).toEqual([0, 1]);
-    const retry = await send(app, 'driver-write', 'with', { label: labels.with, way }, { key });
+    const retry = await send(app, 'driver-runner', 'with', { label: labels.with }, { key });
     expect(retry.status, retry.text).toBe(201);
     expect(await rows(labels.with)).toBe(1);
   });
 
-  it('changes a row the request changed through the pool, without waiting on the request’s own lock', async () => {
-    const labels = { with: uniqueLabel('pool-lock-with'), without: uniqueLabel('pool-lock-without') };
+  it.each(Object.keys(POOL_PATHS))('refuses a connection from %s inside the request, naming the fix, rather than wait on the request’s own lock; after the request it is the app’s', async (way) => {
+    const labels = { with: uniqueLabel('pool-with'), without: uniqueLabel('pool-without') };
     for (const label of Object.values(labels)) await db.query(`INSERT INTO faithful_rows (label, step) VALUES ($1, 'seeded')`, [label]);
-    const answers = await Promise.all(TWINS.map((twin) => send(app, 'pool-lock', twin, { label: labels[twin] }, { timeoutMs: 5000 })));
-    expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
-    expect(await rows(labels.with, `step = 'by the pool'`)).toBe(1);
+    const [withModule, without] = await Promise.all(TWINS.map((twin) => send(app, 'pool', twin, { label: labels[twin], way }, { timeoutMs: 5000 })));
+    expect([withModule.status, without.status]).toEqual([201, 201]);
+    expect(without.body.pool).toBe('written');
+    expect(withModule.body.pool.name).toBe('PoolConnectionRefusedError');
+    expect(withModule.body.pool.message).toContain('TransactionHost.outside(');
+    expect(await eventually(async () => (await rows(labels.with, `step = 'after the request'`)) === 1, 2000), 'the write after the request committed').toBe(true);
+  });
+
+  it('fails a stream on the request’s client kept past the request through the stream, rather than crash the process', async () => {
+    const label = uniqueLabel('kept-client');
+    expect((await send(app, 'kept-client', 'with', { label })).status).toBe(201);
+    expect(await keptCursors.get(label)).toBe('TransactionClosedError');
   });
 
   it.each(Object.keys(RELEASES))('keeps the connection given back by %s with the request: nothing of it commits, with another request’s work or alone', async (way) => {

@@ -322,6 +322,24 @@ export class StatementRefusedError extends Error {
 }
 
 /**
+ * A connection taken straight from the pool inside an `@Idempotent()`
+ * request (`driver.master.connect()`, `pool.query()`,
+ * `driver.obtainMasterConnection()`): it would be a connection of its own,
+ * whose writes commit apart from the request's transaction, and whose locks
+ * wait on the request's. Raised before a connection is taken.
+ */
+export class PoolConnectionRefusedError extends Error {
+  constructor() {
+    super(
+      'A connection taken from the pool (driver.master.connect(), pool.query(), obtainMasterConnection()) inside an @Idempotent() request would be a connection of its own: ' +
+        'its writes would commit apart from the request (a retry after a failure would write them again), and its locks would wait on the request\'s. ' +
+        'Write through the DataSource (dataSource.query(), a repository, dataSource.createQueryRunner()), which joins the request; for a connection of its own, take it inside TransactionHost.outside(() => …).',
+    );
+    this.name = 'PoolConnectionRefusedError';
+  }
+}
+
+/**
  * A transaction the handler opened on a QueryRunner of its own rolled back
  * while writes of other paths (an injected repository, `dataSource.query()`)
  * had run inside it. Inside an `@Idempotent()` request every path shares

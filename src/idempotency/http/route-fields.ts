@@ -10,5 +10,7 @@ export function routeFieldsOf(route: IdempotentRoute, request: any, response: un
   const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
   if (body === 'hidden') refuseHiddenBody(route.operation);
   if (body !== 'unread') return fingerprintedFields(route, request);
-  return readUnreadBody(request, route.maxBodyBytes).then((bytes) => fingerprintedFields(route, request, { body: bodyValueOf(bytes, request.headers) }));
+  return readUnreadBody(request, route.maxBodyBytes)
+    .then((bytes) => bodyValueOf(bytes, request.headers))
+    .then((body) => fingerprintedFields(route, request, { body }));
 }

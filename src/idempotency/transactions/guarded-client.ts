@@ -15,14 +15,14 @@ const guardedClients = new WeakMap<object, object>();
 /**
  * The request's node-postgres client as the handler's code may reach it:
  * the connection a joined QueryRunner's `connect()` answers, the request
- * QueryRunner's `databaseConnection`, a pool connection taken inside the
- * request. The same client, whose `query()` refuses, before anything is
- * sent, a statement that would end or start the request's transaction (a
- * COMMIT sent there would commit the request's claim with the handler's
- * writes so far, whatever came after), and whose `release()` gives nothing
- * back: the connection goes back to the pool when the request ends.
- * Everything else goes to the client as it is, into the request's
- * transaction.
+ * QueryRunner's `databaseConnection`. The same client, whose `query()`
+ * refuses, before anything is sent, a statement that would end or start the
+ * request's transaction (a COMMIT sent there would commit the request's
+ * claim with the handler's writes so far, whatever came after), and whose
+ * `release()` gives nothing back: the connection goes back to the pool when
+ * the request ends. After that, it takes no statement, and `end()` does not
+ * close it. Everything else goes to the client as it is, into the request's
+ * transaction, without a savepoint of its own.
  */
 export function guardedClient<Client extends object>(client: Client, guard: ClientGuard): Client {
   if (guardedClients.has(client)) return client;
@@ -32,16 +32,32 @@ export function guardedClient<Client extends object>(client: Client, guard: Clie
     if (guard.sendsOwn()) return target.query(statement, ...rest);
     const refusal = guard.closedError() ?? refusalOf(statement);
     if (!refusal) return target.query(statement, ...rest);
+    // As node-postgres fails each form: a submittable (a cursor, a COPY stream) through its handleError, and returned.
+    const submittable = statement as { submit?: unknown; handleError?: (error: Error) => void };
+    if (typeof submittable?.submit === 'function') {
+      queueMicrotask(() => submittable.handleError?.(refusal));
+      return statement;
+    }
     const callback = rest[rest.length - 1];
     if (typeof callback !== 'function') return Promise.reject(refusal);
     queueMicrotask(() => (callback as (error: Error) => void)(refusal));
     return undefined;
   };
   const release = () => undefined;
+  // Once the request has ended the connection is the pool's again, maybe another request's: code that kept it does not close it.
+  const end = (...args: unknown[]) => {
+    const closed = guard.closedError();
+    if (!closed) return (target as unknown as { end(...args: unknown[]): unknown }).end(...args);
+    const callback = args[0];
+    if (typeof callback !== 'function') return Promise.reject(closed);
+    queueMicrotask(() => (callback as (error: Error) => void)(closed));
+    return undefined;
+  };
   const proxy = new Proxy(client, {
     get(object, key) {
       if (key === 'query') return query;
       if (key === 'release') return release;
+      if (key === 'end') return end;
       const value = Reflect.get(object, key, object) as unknown;
       if (typeof value !== 'function') return value;
       let method = bound.get(key);

@@ -89,7 +89,7 @@ function wordEnd(sql: string, from: number, words: string[], backslashEscapes: b
   let at = from + 1;
   while (at < sql.length && continuesName(sql.charCodeAt(at))) at++;
   if (at - from === 1) {
-    const prefix = sql[from].toUpperCase();
+    const prefix = asciiUpperCase(sql[from]);
     const next = sql.charCodeAt(at);
     if (next === QUOTE) {
       if (prefix === 'E') return literalEnd(sql, at + 1, true);
@@ -132,23 +132,52 @@ function blockCommentEnd(sql: string, from: number): number {
   return at;
 }
 
-/** The index after a `'…'` literal opened before `from`: a doubled quote stays inside, and with `backslashEscapes` so does an escaped one. */
+/**
+ * The index after a `'…'` literal opened before `from`: a doubled quote
+ * stays inside, and with `backslashEscapes` so does an escaped one. A quote
+ * after whitespace holding a line break (comments may come between) goes on
+ * with the same literal, of the same kind (scan.l's `quotecontinue`).
+ */
 function literalEnd(sql: string, from: number, backslashEscapes: boolean): number {
   let at = from;
   while (at < sql.length) {
     const code = sql.charCodeAt(at);
     if (backslashEscapes && code === BACKSLASH) at += 2;
     else if (code === QUOTE && sql.charCodeAt(at + 1) === QUOTE) at += 2;
-    else if (code === QUOTE) return at + 1;
-    else at++;
+    else if (code === QUOTE) {
+      const continued = continuation(sql, at + 1);
+      if (continued === undefined) return at + 1;
+      at = continued;
+    } else at++;
   }
   return at;
 }
 
-/** The index after a bit string's digits (`B'…'`, `X'…'`), which end at the first quote. */
+/** The index after a bit string's digits (`B'…'`, `X'…'`), which end at a quote, unless continued (see `literalEnd`). */
 function bitStringEnd(sql: string, from: number): number {
-  const close = sql.indexOf("'", from);
-  return close === -1 ? sql.length : close + 1;
+  for (let at = from; at < sql.length; at++) {
+    if (sql.charCodeAt(at) !== QUOTE) continue;
+    const continued = continuation(sql, at + 1);
+    if (continued === undefined) return at + 1;
+    at = continued - 1;
+  }
+  return sql.length;
+}
+
+/** Where a literal closed before `from` goes on: the index after the quote that continues it, if whitespace with a line break leads to one. */
+function continuation(sql: string, from: number): number | undefined {
+  let at = from;
+  let lineBreak = false;
+  for (;;) {
+    const code = sql.charCodeAt(at);
+    if (code === 0x0a || code === 0x0d) {
+      lineBreak = true;
+      at++;
+    } else if (code === 0x20 || code === 0x09 || code === 0x0c) at++;
+    else if (lineBreak && code === 0x2d && sql.charCodeAt(at + 1) === 0x2d) at = lineCommentEnd(sql, at + 2);
+    else break;
+  }
+  return lineBreak && sql.charCodeAt(at) === QUOTE ? at + 1 : undefined;
 }
 
 /** The index after a `"…"` name opened before `from`. */
@@ -196,4 +225,9 @@ function numberEnd(sql: string, from: number): number {
     }
   }
   return at;
+}
+
+/** PostgreSQL folds only ASCII letters of a keyword (`commıt` is none): JavaScript's toUpperCase folds others too. */
+export function asciiUpperCase(word: string): string {
+  return word.replace(/[a-z]+/g, (letters) => letters.toUpperCase());
 }

@@ -21,6 +21,8 @@ describe('what a statement of the app’s does to the request’s transaction', 
     "DO $$ BEGIN PERFORM 1; END $$",
     "INSERT INTO notes (body) VALUES ('BEGIN; COMMIT')",
     'UPDATE t SET "COMMIT" = 1',
+    'commıt',
+    'PREPARE transaction AS SELECT 1',
   ])('runs %s as it is', (sql) => {
     expect(effectOf(sql)).toBeUndefined();
   });
@@ -85,6 +87,8 @@ describe('what a statement of the app’s does to the request’s transaction', 
     ['SELECT 1a$$ ; COMMIT; SELECT 2 b$$', 'a number ends where a name starts'],
     ["SELECT B'0'; COMMIT; SELECT ''", "a bit string ends at its first quote"],
     ["SELECT U&'\\'; COMMIT; SELECT ''", "a U&'…' string takes no backslash escape"],
+    ["SELECT E''\n'\\'', '\\'; COMMIT", "an E'…' string continued on the next line takes backslash escapes there too"],
+    ["SELECT E'' -- a comment\n  'x\\''; COMMIT; SELECT ''", 'a continuation may have comments after its line break'],
   ])('sees the COMMIT of %j (%s)', (sql) => {
     const effect = effectOf(sql);
     expect(effect?.kind === 'commit' || effect?.kind === 'refused', JSON.stringify(effect)).toBe(true);

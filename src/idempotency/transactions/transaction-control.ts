@@ -1,5 +1,5 @@
 import type { IsolationLevel } from '../options/idempotency.options.js';
-import { firstWord, type ScannedStatement, scanStatements } from './statement-scanner.js';
+import { asciiUpperCase, firstWord, type ScannedStatement, scanStatements } from './statement-scanner.js';
 
 /**
  * What a statement of the app's code does beyond running in the request's
@@ -54,7 +54,8 @@ export function effectOf(query: unknown): StatementEffect | undefined {
   if (sql === undefined) return undefined;
   // Without a semicolon a query is one statement, and its first word says whether it matters: the cheap answer most get.
   if (!sql.includes(';')) {
-    const first = firstWord(sql)?.toUpperCase();
+    const word = firstWord(sql);
+    const first = word === undefined ? undefined : asciiUpperCase(word);
     if (first === undefined || !WATCHED.has(first)) return undefined;
   }
   const effect = effectOfAll(scanStatements(sql, false));
@@ -62,7 +63,7 @@ export function effectOf(query: unknown): StatementEffect | undefined {
   const escaped = effectOfAll(scanStatements(sql, true));
   if (JSON.stringify(effect) === JSON.stringify(escaped)) return effect;
   return refused(
-    `${sql.trim().slice(0, 40)}`,
+    JSON.stringify(sql.trim().slice(0, 40)),
     'reads as other statements with standard_conforming_strings off (a backslash escaping a quote) than with it on, and one of the readings starts or ends a transaction. Write the literal as E\'…\', or without the backslash.',
   );
 }
@@ -78,7 +79,7 @@ function effectOfAll(statements: ScannedStatement[]): StatementEffect | undefine
       return {
         kind: 'refused',
         reason:
-          `A query of several statements that starts or ends a transaction (${statement.text.trim().slice(0, 40)}): inside an @Idempotent() request each transaction ` +
+          `A query of several statements that starts or ends a transaction (${JSON.stringify(statement.text.trim().slice(0, 40))}): inside an @Idempotent() request each transaction ` +
           'the app starts becomes a savepoint of the request’s, and the module turns BEGIN, COMMIT and ROLLBACK into savepoint commands only when each is a query of its own. Send them as separate queries.',
       };
     }
@@ -99,7 +100,7 @@ function mergedDeallocations(a: Deallocated, b: Deallocated): Deallocated {
 }
 
 function effectOfOne({ words }: ScannedStatement): StatementEffect | undefined {
-  const word = (at: number) => (words[at]?.startsWith('"') ? undefined : words[at]?.toUpperCase());
+  const word = (at: number) => (words[at] === undefined || words[at].startsWith('"') ? undefined : asciiUpperCase(words[at]));
   const first = word(0);
   if (first === undefined || !WATCHED.has(first)) return undefined;
   const second = word(1);
@@ -120,7 +121,8 @@ function effectOfOne({ words }: ScannedStatement): StatementEffect | undefined {
       if (second === 'TO' || ((second === 'WORK' || second === 'TRANSACTION') && third === 'TO')) return undefined;
       return { kind: 'rollback', chain: chained(words), spelled: first };
     case 'PREPARE':
-      if (second !== 'TRANSACTION') return undefined;
+      // PREPARE TRANSACTION 'id'; `PREPARE transaction AS …` names a statement.
+      if (second !== 'TRANSACTION' || words.length > 2) return undefined;
       return refused('PREPARE TRANSACTION', 'would prepare the request’s whole transaction, its claim included, for a two-phase commit and take it off the connection.');
     case 'SET':
       if (second === 'TRANSACTION' && third === 'SNAPSHOT') {
@@ -141,15 +143,15 @@ function effectOfOne({ words }: ScannedStatement): StatementEffect | undefined {
 
 /** `DEALLOCATE [PREPARE] { name | ALL }`: the statement's name as PostgreSQL names it (unquoted, folded to lower case), or all. */
 function deallocated(words: string[]): Deallocated {
-  const name = words[1]?.toUpperCase() === 'PREPARE' ? words[2] : words[1];
+  const name = words[1] !== undefined && asciiUpperCase(words[1]) === 'PREPARE' ? words[2] : words[1];
   if (name === undefined) return false;
   if (name.startsWith('"')) return [name.slice(1)];
-  return name.toUpperCase() === 'ALL' ? 'all' : [name.toLowerCase()];
+  return asciiUpperCase(name) === 'ALL' ? 'all' : [name.replace(/[A-Z]+/g, (letters) => letters.toLowerCase())];
 }
 
 /** Ends with AND CHAIN (not AND NO CHAIN). */
 function chained(words: string[]): boolean {
-  return words.length >= 2 && words[words.length - 2].toUpperCase() === 'AND' && words[words.length - 1].toUpperCase() === 'CHAIN';
+  return words.length >= 2 && asciiUpperCase(words[words.length - 2]) === 'AND' && asciiUpperCase(words[words.length - 1]) === 'CHAIN';
 }
 
 /** SET [SESSION | LOCAL] ROLE …, SET [SESSION | LOCAL] SESSION AUTHORIZATION …: the role the connection's statements run as. */

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { PoolConnectionRefusedError } from '../errors/idempotency.exceptions.js';
 import { ATOMIC_METHODS } from './request-manager.js';
 import { RequestTransaction } from './request-transaction.js';
 import { LockWaitWatch } from './lock-wait-watch.js';
@@ -122,10 +123,12 @@ interface PgPool {
 
 /**
  * A connection taken from the pool inside a request (`driver.master.connect()`,
- * `pool.query()`, which takes one, TypeORM's `obtainMasterConnection()`) is
- * the request's client, guarded (see `guardedClient`): on a connection of its
- * own, a write would commit apart from the request, and a lock on a row the
- * request changed would wait for good.
+ * `pool.query()`, which takes one, TypeORM's `obtainMasterConnection()`)
+ * is refused with `PoolConnectionRefusedError`: on a connection of its own,
+ * a write would commit apart from the request, and a lock on a row the
+ * request changed would wait for good. It cannot join instead: node-postgres
+ * runs such a client's statements past the request's units and savepoints,
+ * and its cursors hold the connection the request commits on.
  */
 function joinPool(dataSource: DataSource, current: JoinableTransaction): Array<() => void> {
   const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
@@ -133,11 +136,11 @@ function joinPool(dataSource: DataSource, current: JoinableTransaction): Array<(
   return [
     wrapMethod(pool as PgPool, 'connect', (connect) =>
       function (this: unknown, ...args: unknown[]) {
-        const client = ownWork ? undefined : (openRequest(current())?.runner as unknown as { databaseConnection?: unknown } | undefined)?.databaseConnection;
-        if (client === undefined) return connect.apply(this, args);
+        if (ownWork || !openRequest(current())) return connect.apply(this, args);
+        const refused = new PoolConnectionRefusedError();
         const callback = args[0];
-        if (typeof callback !== 'function') return Promise.resolve(client);
-        queueMicrotask(() => (callback as (error: undefined, client: unknown, release: () => void) => void)(undefined, client, () => undefined));
+        if (typeof callback !== 'function') return Promise.reject(refused);
+        queueMicrotask(() => (callback as (error: Error) => void)(refused));
         return undefined;
       },
     ),
