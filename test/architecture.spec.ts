@@ -34,4 +34,9 @@ describe('the code’s map (docs/architecture.md)', () => {
     expect(folders.sort()).toEqual(LAYERS.flatMap((layer) => layer.folders).sort());
     expect(entries.filter((entry) => entry.isFile()).map((entry) => entry.name).sort()).toEqual(['index.ts', 'public-api.spec.ts']);
   });
+
+  it('keeps the dispatcher every request reads through within 160 lines', () => {
+    const lines = readFileSync(`${root}/http/idempotency.interceptor.ts`, 'utf8').trimEnd().split('\n').length;
+    expect(lines).toBeLessThanOrEqual(160);
+  });
 });

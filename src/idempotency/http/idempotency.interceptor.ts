@@ -9,7 +9,7 @@ import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.in
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
-import { routeFieldsOf } from './route-fields.js';
+import { type RouteCall, routeFieldsOf } from './route-fields.js';
 import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from '../outcome/recorded-outcome.js';
 import { ResponseGuard } from '../outcome/response-guard.js';
@@ -18,15 +18,6 @@ import { Abandonment, HandlerAbandonedError } from '../flow/handler-run.js';
 
 /** Requests an `IdempotencyInterceptor` has taken, so that a second one bound to the same route passes them through. */
 const entered = new WeakSet<object>();
-
-/** One call of a route as the dispatcher hands it on: an HTTP request (with its response) or a GraphQL field (without). */
-interface RouteCall {
-  route: IdempotentRoute;
-  request: any;
-  response: unknown;
-  next: CallHandler;
-  abandonment?: Abandonment;
-}
 
 /**
  * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the

@@ -1,5 +1,16 @@
+import type { CallHandler } from '@nestjs/common';
+import type { Abandonment } from '../flow/handler-run.js';
 import { fingerprintedFields, type IdempotentRoute } from './idempotent-route.js';
 import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
+
+/** One call of a route as the dispatcher hands it on: an HTTP request (with its response) or a GraphQL field (without). */
+export interface RouteCall {
+  route: IdempotentRoute;
+  request: any;
+  response: unknown;
+  next: CallHandler;
+  abandonment?: Abandonment;
+}
 
 /**
  * The fields a call of `route` is fingerprinted by: at once, or once an
