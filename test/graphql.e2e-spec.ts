@@ -292,4 +292,46 @@ describe.each(RUNS)('GraphQL mutations on the demo ($adapter, claimed $claim)', 
     expect(valid.extensions?.idempotency?.replayed).toBe(false);
     expect(await ordersWith('gql-valid-later')).toBe(1);
   });
+
+  it('sends Idempotent-Replayed only when the one field behind fragments replayed, never when another ran', async () => {
+    const [first, second] = [newKey(), newKey()];
+    expect((await createOrder(first, { sku: 'gql-fragment', quantity: 1 })).errors).toBeUndefined();
+    const inline = `mutation Inline($a: String, $b: String) {
+      ... on Mutation {
+        a: createOrder(idempotencyKey: $a, input: { sku: "gql-fragment", quantity: 1 }) { id }
+        b: createOrder(idempotencyKey: $b, input: { sku: "gql-fragment", quantity: 1 }) { id }
+      }
+    }`;
+    const mixed = await graphql(inline, { a: first, b: second });
+    expect(mixed.extensions?.idempotency).toEqual({ replayed: false, fields: { a: { replayed: true }, b: { replayed: false } } });
+    expect(mixed.headers.get('idempotent-replayed')).toBeNull();
+    const named = `mutation Named($a: String, $b: String) { ...Both }
+      fragment Both on Mutation {
+        a: createOrder(idempotencyKey: $a, input: { sku: "gql-fragment", quantity: 1 }) { id }
+        b: createOrder(idempotencyKey: $b, input: { sku: "gql-fragment", quantity: 1 }) { id }
+      }`;
+    const third = newKey();
+    const spread = await graphql(named, { a: first, b: third });
+    expect(spread.extensions?.idempotency).toEqual({ replayed: false, fields: { a: { replayed: true }, b: { replayed: false } } });
+    expect(spread.headers.get('idempotent-replayed')).toBeNull();
+    expect(await ordersWith('gql-fragment')).toBe(3);
+    // One field behind a fragment is the whole response: a replay of it says so.
+    const alone = await graphql(`mutation Alone($a: String) { ... on Mutation { createOrder(idempotencyKey: $a, input: { sku: "gql-fragment", quantity: 1 }) { id } } }`, { a: first });
+    expect(alone.extensions?.idempotency?.replayed).toBe(true);
+    expect(alone.headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it('refuses a NUL in a query’s string literal as it refuses one in its variables: nothing recorded, nothing logged as an error', async () => {
+    const [literalKey, variableKey] = [newKey(), newKey()];
+    const logged = demo.output().length;
+    const literal = await graphql(`mutation { createOrder(idempotencyKey: "${literalKey}", input: { sku: "gql-nul\\u0000x", quantity: 1 }) { id } }`);
+    const variable = await createOrder(variableKey, { sku: 'gql-nul\u0000x', quantity: 1 });
+    expect(variable.errors).toHaveLength(1);
+    expect(literal.data).toBeNull();
+    expect(errorOf(literal).extensions?.code).toBe(variable.errors![0].extensions?.code);
+    expect(errorOf(literal).message).toBe(variable.errors![0].message);
+    expect([await recordsOf(literalKey), await recordsOf(variableKey)]).toEqual([[], []]);
+    expect(await db.query(`SELECT 1 FROM orders WHERE sku LIKE 'gql-nul%'`)).toEqual([]);
+    expect(demo.output().slice(logged)).not.toMatch(/ERROR|invalid byte sequence/);
+  });
 });

@@ -7,6 +7,7 @@ import { DEFAULT_ADMIN_API_KEYS, demoAdminModule } from './auth/admin-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
 import { HealthModule } from './health/health.module.js';
+import { BODY_LIMIT_BYTES } from './http/http-setup.js';
 import { JsonBodyGuard } from './http/json-body.guard.js';
 import { JsonBodyMiddleware } from './http/json-body.middleware.js';
 import { ProblemDetailsFilter } from './http/problem-details.filter.js';
@@ -60,7 +61,13 @@ export class AppModule implements NestModule {
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         // CrashAfterCommit wraps the fulfilment handler on purpose: it injects the chaos run's crash after the commit.
-        IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyModule.forRoot({
+          allowInterceptorsAround: [CrashAfterCommit],
+          ...options.idempotency,
+          // A body no parser reads (a JSON type Express's parser skips, binary) is bounded as the parsed ones are.
+          maxBodyBytes: options.idempotency?.maxBodyBytes ?? BODY_LIMIT_BYTES,
+          tenant: (request: Partial<AuthenticatedRequest>) => request.tenant,
+        }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
         demoAdminModule(options.adminApiKeys ?? process.env.ADMIN_API_KEYS ?? DEFAULT_ADMIN_API_KEYS),

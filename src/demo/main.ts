@@ -58,6 +58,7 @@ async function bootstrap(): Promise<void> {
       paymentTimeoutMs: optionalNumber('PAYMENT_PROVIDER_TIMEOUT_MS'),
       idempotency: {
         lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
+        maxBodyBytes: optionalNumber('IDEMPOTENCY_MAX_BODY_BYTES'),
         claim: claimFromEnv(),
         // Behind a pooler that loses named statements the module finds out by itself; this only saves it the look.
         preparedStatements: env.IDEMPOTENCY_PREPARED_STATEMENTS === undefined ? undefined : env.IDEMPOTENCY_PREPARED_STATEMENTS !== 'false',

@@ -19,13 +19,13 @@ function unacceptableJson(body: unknown): string | undefined {
   for (let next = pending.pop(); next; next = pending.pop()) {
     const { value, depth } = next;
     if (typeof value === 'string') {
-      if (UNSTORABLE.test(value)) return 'The JSON body holds a NUL character or an unpaired surrogate, which cannot be stored.';
+      if (UNSTORABLE.test(value)) return 'The request’s data holds a NUL character or an unpaired surrogate, which cannot be stored.';
       continue;
     }
     if (value === null || typeof value !== 'object') continue;
-    if (depth > MAX_JSON_DEPTH) return `The JSON body nests deeper than ${MAX_JSON_DEPTH} levels.`;
+    if (depth > MAX_JSON_DEPTH) return `The request’s data nests deeper than ${MAX_JSON_DEPTH} levels.`;
     for (const [name, member] of Object.entries(value)) {
-      if (UNSTORABLE.test(name)) return 'The JSON body holds a NUL character or an unpaired surrogate, which cannot be stored.';
+      if (UNSTORABLE.test(name)) return 'The request’s data holds a NUL character or an unpaired surrogate, which cannot be stored.';
       pending.push({ value: member, depth: depth + 1 });
     }
   }
@@ -36,11 +36,14 @@ function unacceptableJson(body: unknown): string | undefined {
  * Refuses, with 400, a JSON body `unacceptableJson` finds fault with. A
  * guard, so that it runs once the body is parsed (on either adapter) and
  * before any interceptor claims a key or pipe validates: nothing is stored.
+ * For a GraphQL resolver it checks the field's arguments too: a string
+ * literal in the query (`sku: "a\u0000b"`) reaches them unescaped, where
+ * the JSON body holds only its escape.
  */
 @Injectable()
 export class JsonBodyGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    const reason = unacceptableJson(requestOf<{ body?: unknown }>(context).body);
+    const reason = unacceptableJson(requestOf<{ body?: unknown }>(context).body) ?? (context.getType<string>() === 'graphql' ? unacceptableJson(context.getArgByIndex(1)) : undefined);
     if (reason !== undefined) throw new BadRequestException(reason);
     return true;
   }

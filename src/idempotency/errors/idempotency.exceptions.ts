@@ -15,6 +15,7 @@ export const IdempotencyProblemType = {
   RecordUndecryptable: 'urn:nest-idempotency:problem:record-undecryptable',
   BodyTooLarge: 'urn:nest-idempotency:problem:body-too-large',
   BodyNotFingerprinted: 'urn:nest-idempotency:problem:body-not-fingerprinted',
+  BodyIncomplete: 'urn:nest-idempotency:problem:body-incomplete',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -190,7 +191,23 @@ export class IdempotencyBodyTooLargeException extends IdempotencyProblem {
       type: IdempotencyProblemType.BodyTooLarge,
       title: 'Request body too large',
       status: HttpStatus.PAYLOAD_TOO_LARGE,
-      detail: `The request body is over the ${limit} bytes an idempotent route reads to fingerprint it.`,
+      detail: `The request body is over the ${limit} bytes an idempotent route reads to fingerprint it (maxBodyBytes).`,
+    });
+  }
+}
+
+/**
+ * 400: the client closed the connection before the body the module was
+ * reading had arrived, as body-parser answers a request aborted mid-body.
+ * Nobody is left to read the answer: it is not logged as an error.
+ */
+export class IdempotencyBodyIncompleteException extends IdempotencyProblem {
+  constructor() {
+    super({
+      type: IdempotencyProblemType.BodyIncomplete,
+      title: 'Request body incomplete',
+      status: HttpStatus.BAD_REQUEST,
+      detail: 'The client closed the request before its body arrived.',
     });
   }
 }

@@ -37,10 +37,18 @@ describe('request fingerprint', () => {
   });
 
   it('writes as JSON what no canonical form holds: a fingerprint function’s value never takes the cache’s shortcut', () => {
-    // NaN comes from no parser, but a function may return it: JSON writes null, the canonical form refuses it.
-    expect(fieldsJsonOf({ n: NaN })).toBe(fieldsJsonOf({ n: null }));
+    // JSON writes NaN and ±Infinity as null, where the canonical form refuses them: no JSON to compare.
+    expect(fieldsJsonOf({ n: NaN })).toBeUndefined();
     expect(() => fingerprintRequest(operation, { n: NaN })).toThrow();
+    expect(fieldsJsonOf({ n: null })).toBe('{"n":null}');
     expect(fieldsJsonOf({ n: 1n })).toBeUndefined();
+  });
+
+  it('gives a parsed 1e400 (Infinity) no JSON, where null has one: the cache never answers for what the canonical form refuses', () => {
+    const infinite = JSON.parse('{"note":[1, {"deep": -1e400}]}');
+    expect(fieldsJsonOf(infinite)).toBeUndefined();
+    expect(() => fingerprintRequest(operation, infinite)).toThrow();
+    expect(fieldsJsonOf(JSON.parse('{"note":[1, {"deep": null}]}'))).toBe('{"note":[1,{"deep":null}]}');
   });
 
   it('ignores key order, at every depth', () => {

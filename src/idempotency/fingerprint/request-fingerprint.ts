@@ -19,10 +19,12 @@ export type FingerprintFields = readonly string[] | { exclude: readonly string[]
 /**
  * The RFC 8785 canonical JSON of the operation and the chosen fields: key
  * order, whitespace and number spelling do not matter. The fingerprint is
- * taken of it (request-fingerprints.ts); fields without one throw.
+ * taken of it (request-fingerprints.ts); fields without one throw. Fields
+ * with a body the module read itself name how (`bodyReadAs`): no parsed body,
+ * whatever its members, writes the same.
  */
-export function canonicalRequest(operation: string, fields: unknown): string {
-  return canonicalJson({ operation, fields }) ?? '';
+export function canonicalRequest(operation: string, fields: unknown, bodyReadAs?: ReadBody['readAs']): string {
+  return canonicalJson(bodyReadAs === undefined ? { operation, fields } : { operation, fields, bodyReadAs }) ?? '';
 }
 
 /**
@@ -39,15 +41,29 @@ export function canonicalRequest(operation: string, fields: unknown): string {
  */
 export function fieldsJsonOf(fields: unknown): string | undefined {
   try {
-    return JSON.stringify(fields);
+    const json = JSON.stringify(fields);
+    // JSON.stringify writes NaN and ±Infinity (a JSON parser reads 1e400 as Infinity) as null, where the
+    // canonical form refuses them: no shortcut then, so the answer is the one a cold cache would give.
+    if (json?.includes('null')) JSON.stringify(fields, refuseNonFinite);
+    return json;
   } catch {
     return undefined; // a BigInt or a cycle: the canonical fingerprint refuses it too
   }
 }
 
-/** A body the module read itself (see http/request-body.ts): fingerprinted in place of `request.body`. */
+function refuseNonFinite(_name: string, value: unknown): unknown {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new RangeError('not finite');
+  return value;
+}
+
+/**
+ * A body the module read itself (see http/request-body.ts): fingerprinted in
+ * place of `request.body`, and named by how it was read (by its multipart
+ * parts, or as bytes), so that it never meets a parser's body of the same JSON.
+ */
 export interface ReadBody {
   body: unknown;
+  readAs: 'multipart' | 'bytes';
 }
 
 /** Builds the function that extracts the fingerprinted fields of a request. */

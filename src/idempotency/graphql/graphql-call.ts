@@ -24,11 +24,18 @@ export function mutationOperationOf(handler: Function): string | undefined {
 /** The argument of a mutation field that carries its key. */
 export const KEY_ARGUMENT = 'idempotencyKey';
 
+/** A selection set as graphql-js's AST holds it: fields, fragment spreads and inline fragments. */
+interface SelectionSet {
+  selections: ReadonlyArray<{ kind: string; name?: { value: string }; selectionSet?: SelectionSet }>;
+}
+
 /** The parts of graphql-js's `GraphQLResolveInfo` the module reads. */
 interface ResolveInfo {
   /** Where the field's value goes in `data`: its alias, else its name. */
   path: { key: string | number };
-  operation: { selectionSet: { selections: readonly unknown[] } };
+  operation: { selectionSet: SelectionSet };
+  /** The operation's named fragments, by name. */
+  fragments: Record<string, { selectionSet: SelectionSet } | undefined>;
   /** The field's type, by which its value is recorded and replayed. */
   returnType: GraphqlOutputType;
   schema: GraphqlSchemaTypes;
@@ -77,7 +84,26 @@ export function argumentsOf(call: GraphqlCall): Record<string, unknown> {
   return args;
 }
 
-/** Whether the operation selects this one field and nothing else, so that its HTTP response is the field's. */
+/**
+ * Whether the operation selects this one field and nothing else, so that its
+ * HTTP response is the field's: its fields counted once fragments, spread or
+ * inline, are flattened (`... on Mutation { a: x b: x }` is two).
+ */
 export function isOnlyField(info: ResolveInfo): boolean {
-  return info.operation.selectionSet.selections.length === 1;
+  let fields = 0;
+  const spread = new Set<string>();
+  const pending = [info.operation.selectionSet];
+  for (let set = pending.pop(); set; set = pending.pop()) {
+    for (const selection of set.selections) {
+      if (selection.kind === 'Field') fields += 1;
+      else if (selection.kind === 'InlineFragment' && selection.selectionSet) pending.push(selection.selectionSet);
+      else if (selection.kind === 'FragmentSpread' && selection.name && !spread.has(selection.name.value)) {
+        spread.add(selection.name.value);
+        const fragment = info.fragments[selection.name.value];
+        if (fragment) pending.push(fragment.selectionSet);
+      }
+    }
+    if (fields > 1) return false;
+  }
+  return fields === 1;
 }

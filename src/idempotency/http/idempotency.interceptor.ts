@@ -9,7 +9,7 @@ import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.in
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
-import { type RouteCall, routeFieldsOf } from './route-fields.js';
+import { type RouteCall, type RouteFields, routeFieldsOf } from './route-fields.js';
 import { fieldsJsonOf } from '../fingerprint/request-fingerprint.js';
 import { applyOutcomeHeaders, type FlowEnding, NO_STEPS, replayable, RecordedOutcomeResponse, type Settled } from '../outcome/recorded-outcome.js';
 import { ResponseGuard } from '../outcome/response-guard.js';
@@ -95,17 +95,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** A replay from the cache, at once; else the fast read or the route's flow. */
   private dispatch(id: RecordId, call: RouteCall): FlowEnding | Promise<FlowEnding> {
     const fields = routeFieldsOf(call.route, call.request, call.response);
-    return fields instanceof Promise ? fields.then((read) => this.dispatchFields(id, call, read)) : this.dispatchFields(id, call, fields);
+    return fields instanceof Promise ? fields.then((read) => this.dispatchFields(id, call, read)) : this.dispatchFields(id, call, { fields });
   }
 
-  private dispatchFields(id: RecordId, call: RouteCall, fields: unknown): FlowEnding | Promise<FlowEnding> {
+  private dispatchFields(id: RecordId, call: RouteCall, { fields, bodyReadAs }: RouteFields): FlowEnding | Promise<FlowEnding> {
     const { route } = call;
     // Taken now, as the request arrived: a handler may edit its input in place before the entry is cached.
-    const fieldsJson = route.fieldsAreData ? fieldsJsonOf(fields) : undefined;
+    // A body the module read is no parser's data: compared by its fingerprint alone.
+    const fieldsJson = route.fieldsAreData && bodyReadAs === undefined ? fieldsJsonOf(fields) : undefined;
     const cached = this.idempotency.cache.get(id);
     // The same JSON of parsed data is the same canonical JSON: no need to canonicalise and hash to replay.
     if (cached?.fieldsJson !== undefined && cached.fieldsJson === fieldsJson) return { steps: NO_STEPS, settled: { outcome: cached.outcome, replayed: true } };
-    const fingerprint = fingerprintOf(route, this.idempotency.fingerprints, id, fields);
+    const fingerprint = fingerprintOf(route, this.idempotency.fingerprints, id, fields, bodyReadAs);
     if (cached) return { steps: NO_STEPS, settled: { outcome: replayable(cached, fingerprint), replayed: true } };
     return this.uncached(id, fingerprint, fieldsJson, call);
   }

@@ -1,12 +1,13 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
-import { type AbstractHttpAdapter, Reflector } from '@nestjs/core';
+import { type AbstractHttpAdapter, HttpAdapterHost, Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from '../errors/idempotency.exceptions.js';
-import { checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { checkedBodyBound, checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
 import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from '../graphql/graphql-call.js';
 import type { OneTransactionTerms } from '../flow/one-transaction.terms.js';
 import { captureSuccess } from '../outcome/outcome-capture.js';
+import { appBodyLimitOf } from './request-body.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import type { ResponseGuard } from '../outcome/response-guard.js';
 import { CircularReferenceError } from '../fingerprint/canonical-json.js';
@@ -59,8 +60,8 @@ export function fingerprintedFields(route: IdempotentRoute, request: unknown, re
 }
 
 /** The fingerprint of those fields, for the record `id`; fields without a canonical form are refused (400). */
-export function fingerprintOf(route: IdempotentRoute, fingerprints: RequestFingerprints, id: FingerprintedRecord, fields: unknown): RequestFingerprint {
-  return fingerprints.of(id, refusedUnlessCanonical(route, () => canonicalRequest(route.operation, fields)));
+export function fingerprintOf(route: IdempotentRoute, fingerprints: RequestFingerprints, id: FingerprintedRecord, fields: unknown, bodyReadAs?: ReadBody['readAs']): RequestFingerprint {
+  return fingerprints.of(id, refusedUnlessCanonical(route, () => canonicalRequest(route.operation, fields, bodyReadAs)));
 }
 
 function refusedUnlessCanonical<T>(route: IdempotentRoute, work: () => T): T {
@@ -121,6 +122,7 @@ export class IdempotentRoutes {
   constructor(
     private readonly reflector: Reflector,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly adapterHost: HttpAdapterHost,
   ) {}
 
   /** The route's settings, or undefined where the handler is not `@Idempotent()`. */
@@ -210,7 +212,7 @@ export class IdempotentRoutes {
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
       fieldsAreData: typeof options.fingerprint !== 'function',
       readsBody: readsBody(options.fingerprint),
-      maxBodyBytes: this.options.maxBodyBytes,
+      maxBodyBytes: checkedBodyBound(options.maxBodyBytes, where) ?? this.options.maxBodyBytes ?? appBodyLimitOf(this.adapterHost.httpAdapter?.getInstance()),
     };
   }
 

@@ -1,9 +1,17 @@
+import fc from 'fast-check';
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, request } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { bodyStateOf, bodyValueOf, readUnreadBody } from './request-body.js';
+import { canonicalRequest, type ReadBody } from '../fingerprint/request-fingerprint.js';
+import { appBodyLimitOf, bodyStateOf, readUnreadBody } from './request-body.js';
 
-const multipart = (boundary: string, parts: Array<{ name: string; value: string; filename?: string; type?: string }>) =>
+interface Part {
+  name: string;
+  value: string;
+  filename?: string;
+  type?: string;
+}
+const multipart = (boundary: string, parts: Part[]) =>
   Buffer.from(
     parts
       .map(
@@ -12,40 +20,71 @@ const multipart = (boundary: string, parts: Array<{ name: string; value: string;
       )
       .join('') + `--${boundary}--\r\n`,
   );
-const headersFor = (type: string) => ({ 'content-type': type });
+const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 
-describe('bodyValueOf: what the fingerprint sees of a body no parser read', () => {
+/** What a server's handler got: the body as the fingerprint reads it, and the bytes the handler read after it; or the error's class. */
+type Exchanged = { read: ReadBody; handlerRead: Buffer } | { error: string };
+
+let server: Server;
+let limit = 16 * 1024 * 1024;
+const results = new Map<string, Promise<Exchanged>>();
+
+beforeAll(async () => {
+  server = createServer((incoming, response) => {
+    const result = (async (): Promise<Exchanged> => {
+      expect(bodyStateOf(incoming)).toBe('unread');
+      const read = await readUnreadBody(incoming, limit);
+      const chunks: Buffer[] = [];
+      for await (const chunk of incoming) chunks.push(chunk as Buffer);
+      return { read, handlerRead: Buffer.concat(chunks) };
+    })().catch((error: Error) => ({ error: error.constructor.name }));
+    results.set(incoming.headers['x-exchange'] as string, result);
+    result.finally(() => response.end()).catch(() => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+let exchanges = 0;
+/** Sends `body` as `contentType` and answers what the server's handler got. */
+async function exchange(contentType: string, body: Buffer): Promise<Exchanged> {
+  const id = String(++exchanges);
+  await new Promise<void>((resolve, reject) => {
+    const headers = { 'content-type': contentType, 'content-length': body.length, 'x-exchange': id };
+    const sent = request({ port: (server.address() as AddressInfo).port, host: '127.0.0.1', method: 'POST', headers }, (response) => {
+      response.resume();
+      response.on('end', resolve);
+    });
+    sent.on('error', reject);
+    sent.end(body);
+  });
+  return results.get(id)!;
+}
+const readOf = async (contentType: string, body: Buffer | string) => {
+  const exchanged = await exchange(contentType, Buffer.from(body));
+  if ('error' in exchanged) throw new Error(exchanged.error);
+  return exchanged.read;
+};
+
+describe('readUnreadBody: what the fingerprint sees of a body no parser read', () => {
+  afterEach(() => {
+    limit = 16 * 1024 * 1024;
+  });
+
   it.each([
-    ['JSON, parsed', 'application/json', '{"b":1,"a":[true,null]}', { b: 1, a: [true, null] }],
-    ['a +json type, parsed', 'application/merge-patch+json; charset=utf-8', '{"a":1}', { a: 1 }],
-    ['a form, by field name, repeats in order', 'application/x-www-form-urlencoded', 'amount=10&tag=a&tag=b', { amount: '10', tag: ['a', 'b'] }],
-    ['text, as text', 'text/plain; charset=utf-8', 'pay 10 to alice', 'pay 10 to alice'],
-  ])('%s', async (_case, type, body, expected) => {
-    expect(await bodyValueOf(Buffer.from(body), headersFor(type))).toEqual(expected);
+    ['JSON', 'application/json', '{"b":1,"a":[true,null]}'],
+    ['a +json type', 'application/vnd.x+json; charset=utf-8', '{"a":1}'],
+    ['a form', 'application/x-www-form-urlencoded', 'amount=10&tag=a&tag=b'],
+    ['text, with its charset', 'text/plain; charset=iso-8859-1', 'caf\xe9'],
+    ['binary', 'application/octet-stream', '\x00\x01\xff'],
+  ])('reads %s as its bytes: its Content-Type as sent, size and SHA-256, never parsed', async (_case, type, text) => {
+    const bytes = Buffer.from(text, 'latin1');
+    expect(await readOf(type, bytes)).toEqual({ readAs: 'bytes', body: { contentType: type, size: bytes.length, sha256: sha256(bytes) } });
   });
 
-  it('gives JSON that does not parse, and binary, as their size and SHA-256', async () => {
-    expect(await bodyValueOf(Buffer.from('{"a":'), headersFor('application/json'))).toEqual({ size: 5, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
-    const bytes = Buffer.from([0, 1, 2, 255]);
-    const value = await bodyValueOf(bytes, headersFor('application/octet-stream'));
-    expect(value).toEqual({ size: 4, sha256: createHash('sha256').update(bytes).digest('hex') });
-    expect(await bodyValueOf(Buffer.from([0, 1, 2, 254]), headersFor('application/octet-stream'))).not.toEqual(value);
-  });
-
-  it('gives text, JSON and forms that are not UTF-8 by their bytes, so that two such bodies never read alike', async () => {
-    // "100 €" and "100 £" in windows-1252, "café" and "cafè" in latin-1: decoded as UTF-8, each pair read as one text.
-    for (const [type, one, other] of [
-      ['text/csv; charset=windows-1252', [0x31, 0x30, 0x30, 0x20, 0x80], [0x31, 0x30, 0x30, 0x20, 0xa3]],
-      ['text/plain; charset=iso-8859-1', [0x63, 0x61, 0x66, 0xe9], [0x63, 0x61, 0x66, 0xe8]],
-      ['application/json', [0x22, 0xff, 0x22], [0x22, 0xfe, 0x22]],
-      ['application/x-www-form-urlencoded', [0x61, 0x3d, 0xff], [0x61, 0x3d, 0xfe]],
-    ] as const) {
-      const value = await bodyValueOf(Buffer.from(one), headersFor(type));
-      expect({ type, value }).toEqual({ type, value: { size: one.length, sha256: createHash('sha256').update(Buffer.from(one)).digest('hex') } });
-      expect(await bodyValueOf(Buffer.from(other), headersFor(type))).not.toEqual(value);
-    }
-    // U+FFFD written out is UTF-8 text, and stays text: not the bytes it would replace.
-    expect(await bodyValueOf(Buffer.from('a\uFFFD'), headersFor('text/plain'))).toBe('a\uFFFD');
+  it('tells apart the same bytes sent in another charset', async () => {
+    const bytes = Buffer.from([0x63, 0x61, 0x66, 0xe9]);
+    expect(await readOf('text/plain; charset=iso-8859-1', bytes)).not.toEqual(await readOf('text/plain; charset=windows-1251', bytes));
   });
 
   it('reads multipart by its parts: the boundary does not count, a field or a file does', async () => {
@@ -53,60 +92,88 @@ describe('bodyValueOf: what the fingerprint sees of a body no parser read', () =
       { name: 'amount', value: '10' },
       { name: 'file', value: 'invoice A', filename: 'invoice.txt', type: 'text/plain' },
     ];
-    const one = await bodyValueOf(multipart('one', parts), headersFor('multipart/form-data; boundary=one'));
-    const other = await bodyValueOf(multipart('other-boundary', parts), headersFor('multipart/form-data; boundary=other-boundary'));
-    expect(one).toEqual({ amount: '10', file: { filename: 'invoice.txt', mimeType: 'text/plain', size: 9, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) } });
-    expect(other).toEqual(one);
-    const changed = await bodyValueOf(multipart('one', [parts[0], { ...parts[1], value: 'invoice B' }]), headersFor('multipart/form-data; boundary=one'));
-    expect(changed).not.toEqual(one);
+    const one = await readOf('multipart/form-data; boundary=one', multipart('one', parts));
+    expect(one).toEqual({ readAs: 'multipart', body: { amount: '10', file: { filename: 'invoice.txt', mimeType: 'text/plain', size: 9, sha256: sha256('invoice A') } } });
+    expect(await readOf('multipart/form-data; boundary=other-boundary', multipart('other-boundary', parts))).toEqual(one);
+    expect(await readOf('multipart/form-data; boundary=one', multipart('one', [parts[0], { ...parts[1], value: 'invoice B' }]))).not.toEqual(one);
+  });
+
+  it('reads a multipart field whole, past the MiB at which busboy cuts one by default', async () => {
+    const field = (last: string) => multipart('b', [{ name: 'note', value: 'x'.repeat(1024 * 1024 + 10) + last }]);
+    const one = await readOf('multipart/form-data; boundary=b', field('A'));
+    const other = await readOf('multipart/form-data; boundary=b', field('B'));
+    expect((one.body as { note: string }).note).toHaveLength(1024 * 1024 + 11);
+    expect(other).not.toEqual(one);
+  });
+
+  it('reads a body busboy cannot read as multipart by its bytes', async () => {
+    const bytes = Buffer.from('--b\r\nno end');
+    expect(await readOf('multipart/form-data; boundary=b', bytes)).toEqual({ readAs: 'bytes', body: { contentType: 'multipart/form-data; boundary=b', size: bytes.length, sha256: sha256(bytes) } });
+  });
+
+  it('gives different requests different fingerprints, whatever the body type', async () => {
+    const part = fc.record({ name: fc.string({ minLength: 1, maxLength: 6 }).filter((name) => !/["\r\n\\]/.test(name)), value: fc.string({ maxLength: 12 }).filter((value) => !value.includes('\r\n--')), file: fc.boolean() });
+    const body = fc.oneof(
+      fc.record({ type: fc.constantFrom('application/json', 'application/vnd.x+json', 'text/plain; charset=utf-8', 'text/plain; charset=latin1', 'application/octet-stream'), bytes: fc.uint8Array({ minLength: 1, maxLength: 24 }) }),
+      fc.array(part, { maxLength: 3 }).map((parts) => ({ type: 'multipart/form-data; boundary=zz', bytes: multipart('zz', parts.map(({ name, value, file }) => ({ name, value, filename: file ? 'f.txt' : undefined }))) })),
+    );
+    const fingerprint = (read: ReadBody) => canonicalRequest('POST /upload', { params: {}, query: {}, body: read.body }, read.readAs);
+    await fc.assert(
+      fc.asyncProperty(body, body, async (one, other) => {
+        const [a, b] = [await readOf(one.type, Buffer.from(one.bytes)), await readOf(other.type, Buffer.from(other.bytes))];
+        const same = one.type === other.type && Buffer.compare(Buffer.from(one.bytes), Buffer.from(other.bytes)) === 0;
+        // Multipart bodies that differ only in what the parts' parser reads as the same (a repeated name's order aside) may share one.
+        if (!same && a.readAs === 'bytes') expect(fingerprint(a)).not.toBe(fingerprint(b));
+        if (!same && a.readAs === 'multipart' && b.readAs === 'multipart' && JSON.stringify(a.body) !== JSON.stringify(b.body)) expect(fingerprint(a)).not.toBe(fingerprint(b));
+        // The same request always reads the same.
+        expect(fingerprint(await readOf(one.type, Buffer.from(one.bytes)))).toBe(fingerprint(a));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('never gives a body it read the fingerprint of a parsed body, whatever that holds', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom<ReadBody['readAs']>('bytes', 'multipart'), (parsed, readAs) => {
+        const digest = { contentType: 'application/octet-stream', size: 3, sha256: sha256('abc') };
+        expect(canonicalRequest('POST /upload', { body: parsed })).not.toBe(canonicalRequest('POST /upload', { body: digest }, readAs));
+        expect(canonicalRequest('POST /upload', { body: digest })).not.toBe(canonicalRequest('POST /upload', { body: digest }, readAs));
+      }),
+    );
   });
 });
 
-describe('readUnreadBody: reads a body for the fingerprint and leaves it whole in the stream', () => {
-  /** A server whose handler gives the request to `handle`, and a client that sends `body` to it. */
-  const exchange = async (body: Buffer, handle: (incoming: IncomingMessage) => Promise<unknown>): Promise<unknown> => {
-    let result: Promise<unknown> | undefined;
-    const server = createServer((incoming, response) => {
-      result = handle(incoming);
-      result.finally(() => response.end()).catch(() => undefined);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const sent = request({ port: (server.address() as AddressInfo).port, host: '127.0.0.1', method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': body.length } }, (response) => {
-          response.resume();
-          response.on('end', resolve);
-        });
-        sent.on('error', reject);
-        sent.end(body);
-      });
-      return await result;
-    } finally {
-      server.close();
-    }
-  };
-  const collect = async (incoming: IncomingMessage) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of incoming) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks);
-  };
-
+describe('readUnreadBody: leaves the body whole in the stream, and bounds it', () => {
   it.each([
     ['a small body', 10],
     ['a body far over the stream’s high-water mark', 3 * 1024 * 1024],
   ])('%s', async (_case, size) => {
     const body = Buffer.from(Array.from({ length: size }, (_, i) => i % 251));
-    const [read, handlerRead] = (await exchange(body, async (incoming) => {
-      expect(bodyStateOf(incoming)).toBe('unread');
-      const bytes = await readUnreadBody(incoming, 16 * 1024 * 1024);
-      return [bytes, await collect(incoming)];
-    })) as [Buffer, Buffer];
-    expect(read.equals(body)).toBe(true);
-    expect(handlerRead.equals(body)).toBe(true);
+    const exchanged = await exchange('application/octet-stream', body);
+    expect('handlerRead' in exchanged && exchanged.handlerRead.equals(body)).toBe(true);
+    expect('read' in exchanged && exchanged.read.body).toEqual({ contentType: 'application/octet-stream', size, sha256: sha256(body) });
   });
 
-  it('refuses a body over the limit', async () => {
-    const outcome = await exchange(Buffer.alloc(64 * 1024, 1), (incoming) => readUnreadBody(incoming, 1024).then(() => 'read', (error: Error) => error.constructor.name));
-    expect(outcome).toBe('IdempotencyBodyTooLargeException');
+  it('refuses a body over the limit with 413', async () => {
+    limit = 1024;
+    expect(await exchange('application/octet-stream', Buffer.alloc(64 * 1024, 1))).toEqual({ error: 'IdempotencyBodyTooLargeException' });
+  });
+
+  it('answers a body the client stopped sending with a 400 of its own, not an error', async () => {
+    const port = (server.address() as AddressInfo).port;
+    const sent = request({ port, host: '127.0.0.1', method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': 1000, 'x-exchange': 'aborted' } });
+    sent.on('error', () => undefined);
+    sent.write(Buffer.alloc(10));
+    await vi.waitFor(() => expect(results.has('aborted')).toBe(true));
+    sent.destroy();
+    expect(await results.get('aborted')).toEqual({ error: 'IdempotencyBodyIncompleteException' });
+  });
+});
+
+describe('appBodyLimitOf: the bound where none is named', () => {
+  it('is Fastify’s bodyLimit on Fastify, else 1 MiB', () => {
+    expect(appBodyLimitOf({ initialConfig: { bodyLimit: 16 * 1024 } })).toBe(16 * 1024);
+    expect(appBodyLimitOf(function expressApp() {})).toBe(1024 * 1024);
+    expect(appBodyLimitOf(undefined)).toBe(1024 * 1024);
   });
 });

@@ -1,8 +1,8 @@
 import busboy from 'busboy';
-import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { IdempotencyBodyNotFingerprintedException, IdempotencyBodyTooLargeException } from '../errors/idempotency.exceptions.js';
+import type { ReadBody } from '../fingerprint/request-fingerprint.js';
+import { IdempotencyBodyIncompleteException, IdempotencyBodyNotFingerprintedException, IdempotencyBodyTooLargeException } from '../errors/idempotency.exceptions.js';
 
 /**
  * Where a request's body stands when the module fingerprints it, before the
@@ -23,6 +23,18 @@ export function bodyStateOf(request: { body?: unknown; rawBody?: unknown; raw?: 
   return request.body === undefined && request.rawBody === undefined ? 'hidden' : 'parsed';
 }
 
+/**
+ * How many bytes of a body no parser read the module reads, where neither
+ * the route nor the module names a bound (`maxBodyBytes`): the app's own,
+ * where its HTTP server says it (Fastify's `bodyLimit`, which bounds every
+ * body its parsers read), else 1 MiB. Express's body parsers keep their
+ * limits to themselves.
+ */
+export function appBodyLimitOf(server: unknown): number {
+  const limit = (server as { initialConfig?: { bodyLimit?: unknown } } | undefined)?.initialConfig?.bodyLimit;
+  return typeof limit === 'number' && Number.isSafeInteger(limit) && limit > 0 ? limit : 1024 * 1024;
+}
+
 /** The body of a request in the `hidden` state cannot be fingerprinted: refused, never replayed for another body. */
 export function refuseHiddenBody(operation: string): never {
   throw new IdempotencyBodyNotFingerprintedException(operation);
@@ -37,12 +49,13 @@ export function refuseHiddenBody(operation: string): never {
  * (`unshift`), and what arrives after is seen as Node's HTTP parser pushes
  * it. The push answers "go on", so the socket keeps flowing while nobody
  * reads: the body waits in memory until it is read, up to `limit` bytes
- * (413 beyond).
+ * (413 beyond). Each chunk is hashed (or parsed, for multipart) as it
+ * arrives, so no step holds the event loop for the whole body.
  */
-export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<IncomingMessage>, limit: number): Promise<Buffer> {
+export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<IncomingMessage>, limit: number): Promise<ReadBody> {
   const raw = request.raw ?? (request as IncomingMessage);
+  const reader = bodyReaderFor(raw.headers, limit);
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
     const push = raw.push;
@@ -52,15 +65,15 @@ export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<Inco
       delete (raw as Partial<IncomingMessage>).push; // the prototype's again
       raw.off('close', onClose);
       if (error) reject(error);
-      else resolve(Buffer.concat(chunks, size));
+      else reader.end().then(resolve, reject);
     };
     const take = (chunk: Buffer | string) => {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      chunks.push(bytes);
       size += bytes.length;
       if (size > limit) settle(new IdempotencyBodyTooLargeException(limit));
+      else reader.write(bytes);
     };
-    const onClose = () => settle(raw.complete ? undefined : new Error('The client closed the request before its body arrived'));
+    const onClose = () => settle(raw.complete ? undefined : new IdempotencyBodyIncompleteException());
     Object.defineProperty(raw, 'push', {
       configurable: true,
       writable: true,
@@ -82,65 +95,95 @@ export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<Inco
   });
 }
 
-/**
- * The body as the fingerprint sees it, by its media type, so that a retry of
- * the same request fingerprints the same:
- * - `multipart/form-data`: the fields by name, each file as its name, type,
- *   size and SHA-256 (the boundary, which clients draw anew per request, does not count);
- * - JSON: the parsed value; `application/x-www-form-urlencoded`: the fields by name;
- * - `text/*`: the text;
- * - anything else, and any of these that is not UTF-8: its size and SHA-256.
- * A field or file name given more than once keeps every value, in order.
- */
-export async function bodyValueOf(bytes: Buffer, headers: IncomingHttpHeaders): Promise<unknown> {
-  const type = (headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-  if (type === 'multipart/form-data') return multipartValueOf(bytes, headers);
-  // Text that is not UTF-8 (another charset, or broken) goes by its bytes: decoded, every bad sequence
-  // would read as U+FFFD, and two different bodies as one.
-  const text = isUtf8(bytes) ? bytes.toString('utf8') : undefined;
-  if (text === undefined) return digestOf(bytes);
-  if (type === 'application/json' || type.endsWith('+json')) {
-    try {
-      return JSON.parse(text);
-    } catch {
-      return digestOf(bytes);
-    }
-  }
-  if (type === 'application/x-www-form-urlencoded') return byName(new URLSearchParams(text));
-  if (type.startsWith('text/')) return text;
-  return digestOf(bytes);
+/** Takes a body's chunks as they arrive; `end()` gives what the fingerprint sees of it. */
+interface BodyReader {
+  write(chunk: Buffer): void;
+  end(): Promise<ReadBody>;
 }
 
-function multipartValueOf(bytes: Buffer, headers: IncomingHttpHeaders): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const parts: Array<[string, unknown]> = [];
-    const files: Array<Promise<void>> = [];
-    const parser = busboy({ headers, defParamCharset: 'utf8' });
-    parser.on('field', (name, value) => parts.push([name, value]));
-    parser.on('file', (name, stream, { filename, mimeType }) => {
-      const part: [string, unknown] = [name, undefined];
-      parts.push(part);
-      const hash = createHash('sha256');
-      let size = 0;
-      files.push(
-        new Promise((done, fail) => {
-          stream.on('data', (chunk: Buffer) => {
-            hash.update(chunk);
-            size += chunk.length;
-          });
-          stream.on('end', () => {
-            part[1] = { filename, mimeType, size, sha256: hash.digest('hex') };
-            done();
-          });
-          stream.on('error', fail);
-        }),
-      );
+/**
+ * What the fingerprint sees of a body no parser read:
+ * - `multipart/form-data`: the fields by name, each file as its name, type,
+ *   size and SHA-256 (the boundary, which clients draw anew per request,
+ *   does not count); every field whole, up to `limit` (413 beyond), never
+ *   cut at a parser's default;
+ * - anything else: its `Content-Type` as sent (charset included), size and
+ *   SHA-256. The module parses no JSON, form or text of its own: a parser of
+ *   the app's would have read a body it takes, so the handler reads these
+ *   bytes itself, and the same bytes are the same request.
+ * A field or file name given more than once keeps every value, in order.
+ */
+function bodyReaderFor(headers: IncomingHttpHeaders, limit: number): BodyReader {
+  const type = (headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const bytes = bytesReader(headers['content-type'] ?? '');
+  return type === 'multipart/form-data' ? multipartReader(headers, limit, bytes) : bytes;
+}
+
+function bytesReader(contentType: string): BodyReader {
+  const hash = createHash('sha256');
+  let size = 0;
+  return {
+    write(chunk) {
+      hash.update(chunk);
+      size += chunk.length;
+    },
+    end: async () => ({ readAs: 'bytes', body: { contentType: contentType.trim(), size, sha256: hash.digest('hex') } }),
+  };
+}
+
+/** Multipart by its parts; a body busboy cannot read as multipart by its bytes (`whole`), as a retry sends the same ones. */
+function multipartReader(headers: IncomingHttpHeaders, limit: number, whole: BodyReader): BodyReader {
+  const parts: Array<[string, unknown]> = [];
+  const files: Array<Promise<void>> = [];
+  let failed = false;
+  let parser: busboy.Busboy;
+  try {
+    // Field names and values as long as the whole body may be, so that none is ever cut (busboy cuts them at
+    // 100 bytes and 1 MiB by default, and two fields that differ past that would read as one).
+    parser = busboy({ headers, defParamCharset: 'utf8', limits: { fieldNameSize: limit, fieldSize: limit } });
+  } catch {
+    return whole; // no boundary, or not multipart after all
+  }
+  const closed = new Promise<void>((resolve) => {
+    parser.on('close', resolve);
+    parser.on('error', () => {
+      failed = true;
+      resolve();
     });
-    parser.on('close', () => Promise.all(files).then(() => resolve(byName(parts)), reject));
-    // A body busboy cannot read as multipart is fingerprinted by its bytes: a retry sends the same ones.
-    parser.on('error', () => resolve(digestOf(bytes)));
-    parser.end(bytes);
   });
+  parser.on('field', (name, value) => parts.push([name, value]));
+  parser.on('file', (name, stream, { filename, mimeType }) => {
+    const part: [string, unknown] = [name, undefined];
+    parts.push(part);
+    const hash = createHash('sha256');
+    let size = 0;
+    files.push(
+      new Promise((done, fail) => {
+        stream.on('data', (chunk: Buffer) => {
+          hash.update(chunk);
+          size += chunk.length;
+        });
+        stream.on('end', () => {
+          part[1] = { filename, mimeType, size, sha256: hash.digest('hex') };
+          done();
+        });
+        stream.on('error', fail);
+      }),
+    );
+  });
+  return {
+    write(chunk) {
+      whole.write(chunk);
+      if (!failed) parser.write(chunk);
+    },
+    async end() {
+      if (!failed) parser.end();
+      await closed;
+      if (failed) return whole.end();
+      await Promise.all(files);
+      return { readAs: 'multipart', body: byName(parts) };
+    },
+  };
 }
 
 /** Entries by name: one value as it is, several as an array in order. */
@@ -152,8 +195,4 @@ function byName(entries: Iterable<[string, unknown]>): Record<string, unknown> {
     else values.set(name, [value]);
   }
   return Object.fromEntries([...values].map(([name, list]) => [name, list.length === 1 ? list[0] : list]));
-}
-
-function digestOf(bytes: Buffer): { size: number; sha256: string } {
-  return { size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
 }

@@ -1,7 +1,8 @@
 import type { CallHandler } from '@nestjs/common';
 import type { Abandonment } from '../flow/handler-run.js';
 import { fingerprintedFields, type IdempotentRoute } from './idempotent-route.js';
-import { bodyStateOf, bodyValueOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
+import type { ReadBody } from '../fingerprint/request-fingerprint.js';
+import { bodyStateOf, readUnreadBody, refuseHiddenBody } from './request-body.js';
 
 /** One call of a route as the dispatcher hands it on: an HTTP request (with its response) or a GraphQL field (without). */
 export interface RouteCall {
@@ -12,16 +13,20 @@ export interface RouteCall {
   abandonment?: Abandonment;
 }
 
+/** The fields a call is fingerprinted by, and how the module read its body, where it read it. */
+export interface RouteFields {
+  fields: unknown;
+  bodyReadAs?: ReadBody['readAs'];
+}
+
 /**
  * The fields a call of `route` is fingerprinted by: at once, or once an
  * HTTP body no parser has read yet is read (see request-body.ts). A GraphQL
  * field (no `response`) has its arguments parsed already.
  */
-export function routeFieldsOf(route: IdempotentRoute, request: any, response: unknown): unknown | Promise<unknown> {
+export function routeFieldsOf(route: IdempotentRoute, request: any, response: unknown): unknown | Promise<RouteFields> {
   const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
   if (body === 'hidden') refuseHiddenBody(route.operation);
   if (body !== 'unread') return fingerprintedFields(route, request);
-  return readUnreadBody(request, route.maxBodyBytes)
-    .then((bytes) => bodyValueOf(bytes, request.headers))
-    .then((body) => fingerprintedFields(route, request, { body }));
+  return readUnreadBody(request, route.maxBodyBytes).then((read) => ({ fields: fingerprintedFields(route, request, read), bodyReadAs: read.readAs }));
 }

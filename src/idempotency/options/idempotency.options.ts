@@ -145,7 +145,8 @@ export interface IdempotencyModuleOptions {
    * parses later, text on Express without a text parser, binary). Such a
    * body waits in memory until the handler reads it; a larger one is
    * refused with 413 before the handler runs. Bodies parsed before the route
-   * (JSON, forms) are not counted. Default 16 MiB.
+   * (JSON, forms) are not counted. Default: Fastify's `bodyLimit` on
+   * Fastify, else 1 MiB; a route's `@Idempotent({ maxBodyBytes })` wins.
    */
   maxBodyBytes?: number;
   /**
@@ -275,6 +276,8 @@ export interface IdempotentOptions {
   phases?: boolean;
   /** The lease of this route's phased operations, in ms. */
   lease?: number;
+  /** The largest body no parser read that this route's fingerprint reads (see the module's `maxBodyBytes`), e.g. for an upload route. */
+  maxBodyBytes?: number;
 }
 
 /**
@@ -312,6 +315,12 @@ export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
   throw new IdempotencyConfigurationError(`${where}: claim must be 'first' (the default) or 'at-commit', got ${JSON.stringify(claim)}.${gone}`);
 }
 
+/** A `maxBodyBytes` as given: unset, or a positive whole number of bytes. */
+export function checkedBodyBound(bytes: unknown, where: string): number | undefined {
+  if (bytes === undefined || (Number.isSafeInteger(bytes) && (bytes as number) > 0)) return bytes as number | undefined;
+  throw new IdempotencyConfigurationError(`${where}: maxBodyBytes must be a positive whole number of bytes, got ${JSON.stringify(bytes)}.`);
+}
+
 /** The isolation levels PostgreSQL runs (READ UNCOMMITTED behaves as READ COMMITTED there). */
 export type IsolationLevel = 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE';
 
@@ -346,9 +355,11 @@ export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 export type ClaimDriverName = 'pg' | 'typeorm';
 
 /** The module options as the module runs with them, every default applied (public as `ResolvedIdempotencyOptions`). */
-export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption' | 'schema'>> {
+export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOptions, 'reaper' | 'onEvent' | 'encryption' | 'schema' | 'maxBodyBytes'>> {
   /** The `schema` option as given; unset, the startup check finds the table on the search_path. */
   schema: string | undefined;
+  /** The `maxBodyBytes` option as given; unset, each route takes the app server's own bound (see `appBodyLimitOf`). */
+  maxBodyBytes: number | undefined;
   /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
   tenantConfigured: boolean;
   /** The `onEvent` listener the module was given, if any. */
@@ -397,7 +408,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     claimDriver: options.claimDriver ?? 'pg',
     unitSavepoints: options.unitSavepoints ?? true,
     openapi: options.openapi ?? true,
-    maxBodyBytes: options.maxBodyBytes ?? 16 * 1024 * 1024,
+    maxBodyBytes: checkedBodyBound(options.maxBodyBytes, 'IdempotencyModule'),
     encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
