@@ -95,7 +95,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** A replay from the cache, at once; else the fast read or the route's flow. */
   private dispatch(id: RecordId, call: RouteCall): FlowEnding | Promise<FlowEnding> {
     const fields = routeFieldsOf(call.route, call.request, call.response);
-    return fields instanceof Promise ? fields.then((read) => this.dispatchFields(id, call, read)) : this.dispatchFields(id, call, { fields });
+    return fields instanceof Promise ? fields.then((read) => this.dispatchFields(id, call, read)) : this.dispatchFields(id, call, fields);
   }
 
   private dispatchFields(id: RecordId, call: RouteCall, { fields, bodyReadAs }: RouteFields): FlowEnding | Promise<FlowEnding> {

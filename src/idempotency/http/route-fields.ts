@@ -21,12 +21,18 @@ export interface RouteFields {
 
 /**
  * The fields a call of `route` is fingerprinted by: at once, or once an
- * HTTP body no parser has read yet is read (see request-body.ts). A GraphQL
- * field (no `response`) has its arguments parsed already.
+ * HTTP body no parser has read yet is read (see request-body.ts), or once
+ * the promise a fingerprint function returned settles. A GraphQL field (no
+ * `response`) has its arguments parsed already.
  */
-export function routeFieldsOf(route: IdempotentRoute, request: any, response: unknown): unknown | Promise<RouteFields> {
+export function routeFieldsOf(route: IdempotentRoute, request: any, response: unknown): RouteFields | Promise<RouteFields> {
   const body = response !== undefined && route.readsBody ? bodyStateOf(request) : 'parsed';
   if (body === 'hidden') refuseHiddenBody(route.operation);
-  if (body !== 'unread') return fingerprintedFields(route, request);
-  return readUnreadBody(request, route.maxBodyBytes).then((read) => ({ fields: fingerprintedFields(route, request, read), bodyReadAs: read.readAs }));
+  if (body === 'unread') return readUnreadBody(request, route.maxBodyBytes).then((read) => ({ fields: fingerprintedFields(route, request, read), bodyReadAs: read.readAs }));
+  const fields = fingerprintedFields(route, request);
+  return isThenable(fields) ? Promise.resolve(fields).then((settled) => ({ fields: settled })) : { fields };
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
