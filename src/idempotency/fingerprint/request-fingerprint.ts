@@ -12,7 +12,7 @@ interface FingerprintSource {
  * - a list of dotted paths to pick, e.g. `['body', 'params.id']`;
  * - `{ exclude: [...] }` to drop paths from the default (params, query, body),
  *   e.g. `{ exclude: ['body.clientSentAt'] }`;
- * - a function of the request returning any JSON value.
+ * - a function of the request returning any JSON value, or a promise of one.
  */
 export type FingerprintFields = readonly string[] | { exclude: readonly string[] } | ((request: any) => unknown);
 
