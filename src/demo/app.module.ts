@@ -1,7 +1,7 @@
 import { type DynamicModule, type MiddlewareConsumer, Module, type NestModule, ValidationPipe, type ValidationPipeOptions } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key.guard.js';
+import { API_KEYS, ApiKeyGuard, tenantOfRequest } from './auth/api-key.guard.js';
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { DEFAULT_ADMIN_API_KEYS, demoAdminModule } from './auth/admin-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
@@ -60,7 +60,7 @@ export class AppModule implements NestModule {
       imports: [
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         // CrashAfterCommit wraps the fulfilment handler on purpose: it injects the chaos run's crash after the commit.
-        IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: (request: Partial<AuthenticatedRequest>) => request.tenant }),
+        IdempotencyModule.forRoot({ allowInterceptorsAround: [CrashAfterCommit], ...options.idempotency, tenant: tenantOfRequest }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),
         demoAdminModule(options.adminApiKeys ?? process.env.ADMIN_API_KEYS ?? DEFAULT_ADMIN_API_KEYS),
