@@ -29,7 +29,7 @@ export async function reaperStatement(url: string): Promise<string> {
   @Module({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(url), migrationsRun: false, logging: ['query'], logger: log }),
-      IdempotencyModule.forRoot({ reaper: false }),
+      IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
     ],
   })
   class ReaperStatementModule {}

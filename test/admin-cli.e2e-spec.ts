@@ -160,7 +160,7 @@ describe('the nest-idempotency CLI', () => {
 
   it('lists dead letters and requeues them, then refuses an event that is no longer dead', async () => {
     publisher.rejections.set('poison', Infinity);
-    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-dead').send({ label: 'dead', events: [{ type: 'poison', key: 'cli' }] }).expect(201);
+    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-dead').set('X-Tenant', 'acme').send({ label: 'dead', events: [{ type: 'poison', key: 'cli' }] }).expect(201);
     let dead: Array<{ id: string; type: string }> = [];
     await until(async () => {
       const listed = await cli(env, '--json', 'dead-letters');
@@ -183,7 +183,7 @@ describe('the nest-idempotency CLI', () => {
     await abandon('cli-hostile-op');
     const eventType = `hostile ${hostile}`;
     publisher.rejections.set(eventType, Infinity);
-    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-hostile-event').send({ label: 'hostile', events: [{ type: eventType, key: hostile }] }).expect(201);
+    await request(app.url).post('/eventful').set('Idempotency-Key', 'cli-hostile-event').set('X-Tenant', 'acme').send({ label: 'hostile', events: [{ type: eventType, key: hostile }] }).expect(201);
     await until(async () => (await cli(env, '--json', 'dead-letters')).out.includes('hostile'));
     publisher.rejections.delete(eventType);
 

@@ -74,7 +74,7 @@ describe.each(HTTP_ADAPTERS)('bounded admin reads (%s)', (adapter) => {
     const reads = Array.from({ length: 4 }, () => read('outbox', { state: 'pending' }).then((response) => response.status));
     try {
       // Four reads waiting would hold every connection of the pool of three, and this request would wait with them.
-      await request(app.url).post('/entries').set('Idempotency-Key', `during-reads-${adapter}`).send({ label: 'served' }).timeout(1_000).expect(201);
+      await request(app.url).post('/entries').set('Idempotency-Key', `during-reads-${adapter}`).set('X-Tenant', 'acme').send({ label: 'served' }).timeout(1_000).expect(201);
     } finally {
       await lock.release();
     }

@@ -234,6 +234,7 @@ describe.each(HTTP_ADAPTERS)('the admin (%s)', (adapter) => {
     await request(app.url)
       .post('/eventful')
       .set('Idempotency-Key', newKey('dead'))
+      .set('X-Tenant', 'acme')
       .send({ label: 'dead', events: [{ type: 'poison', key: `P-${adapter}` }, { type: 'poison', key: `P-${adapter}` }, { type: 'fine' }] })
       .expect(201);
     const dead = async () => (await read('outbox', { state: 'dead' }).expect(200)).body.items as Array<{ id: string; seq: string; orderingKey: string; attempts: number; lastError: string }>;

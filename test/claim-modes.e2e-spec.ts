@@ -17,7 +17,7 @@ describe('claim modes', () => {
   let keySeq = 0;
   const newKey = () => `modes-${++keySeq}-${Date.now()}`;
   const apps: RunningApp[] = [];
-  const start = async (options: IdempotencyModuleOptions, adapter: HttpAdapterName = 'express') => {
+  const start = async (options: Partial<IdempotencyModuleOptions>, adapter: HttpAdapterName = 'express') => {
     const running = await startApp({ imports: ledgerAppModules(db.url, options) }, { adapter });
     apps.push(running);
     await db.query(COMMIT_FAULTS);

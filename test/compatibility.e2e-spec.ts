@@ -45,7 +45,7 @@ describe('the startup check of Nest, TypeORM and the transaction join', () => {
             return dataSource;
           },
         }),
-        IdempotencyModule.forRoot({ reaper: false }),
+        IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
       ],
     }).compile();
     const app: INestApplication = moduleRef.createNestApplication({ logger: false });
@@ -75,7 +75,7 @@ describe('the startup check of Nest, TypeORM and the transaction join', () => {
   ])('refuses %s %s in forRoot() and forRootAsync(), naming the versions found and the ranges supported', (name, version) => {
     const installed = { ...installedVersions(), [name]: version };
     vi.mocked(installedVersions).mockReturnValue(installed);
-    for (const define of [() => IdempotencyModule.forRoot(), () => IdempotencyModule.forRootAsync({ useFactory: () => ({}) })]) {
+    for (const define of [() => IdempotencyModule.forRoot({ tenant: 'shared' }), () => IdempotencyModule.forRootAsync({ useFactory: () => ({ tenant: 'shared' as const }) })]) {
       expect(define).toThrow(IdempotencyConfigurationError);
       expect(define).toThrow(`${name} ${version} is outside the versions it supports`);
       expect(define).toThrow(`Found @nestjs/common ${installed['@nestjs/common']}, @nestjs/core ${installed['@nestjs/core']}, typeorm ${installed.typeorm}`);
@@ -85,7 +85,7 @@ describe('the startup check of Nest, TypeORM and the transaction join', () => {
 
   it('names every peer outside its range at once', () => {
     vi.mocked(installedVersions).mockReturnValue({ '@nestjs/common': '9.4.3', '@nestjs/core': '9.4.3', typeorm: '0.2.45' });
-    expect(() => IdempotencyModule.forRoot()).toThrow('@nestjs/common 9.4.3 and @nestjs/core 9.4.3 and typeorm 0.2.45 are outside the versions it supports');
+    expect(() => IdempotencyModule.forRoot({ tenant: 'shared' })).toThrow('@nestjs/common 9.4.3 and @nestjs/core 9.4.3 and typeorm 0.2.45 are outside the versions it supports');
   });
 
   /** What a release that stopped reading the manager's queryRunner would do: each query on a connection of its own. */

@@ -124,7 +124,7 @@ describe('an app that loads both builds of the package', () => {
       running = await startApp({
         imports: [
           TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [esm.IdempotencyRecord, Note], migrations: esm.idempotencyMigrations, migrationsRun: true }),
-          esm.IdempotencyModule.forRoot({ reaper: false }),
+          esm.IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
           NotesModule,
         ],
       });

@@ -72,7 +72,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
     const moduleRef = await Test.createTestingModule({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
-        IdempotencyModule.forRoot({ reaper: false, replayCacheSize: 0, encryption: { keys: [{ id: 'm1', key: randomBytes(32) }] } }),
+        IdempotencyModule.forRoot({ tenant: 'shared', reaper: false, replayCacheSize: 0, encryption: { keys: [{ id: 'm1', key: randomBytes(32) }] } }),
         ConsumerModule,
       ],
     }).compile();

@@ -78,7 +78,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
   const recordOf = async (key: string) =>
     (await db.query<{ scope: string; operation: string; key: string; fingerprint: string; status: string }>(`SELECT scope, operation, key, fingerprint, status FROM idempotency_records WHERE key = $1`, [key]))[0];
   const entriesLabelled = async (label: string) => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]))[0].n);
-  const start = (options: IdempotencyModuleOptions) =>
+  const start = (options: Partial<IdempotencyModuleOptions>) =>
     startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, ...options }), LocatedModule] }, { adapter });
 
   /** A 500 record-undecryptable problem, with nothing run and nothing written. */

@@ -57,7 +57,7 @@ describe('a controller in a feature module that imports nothing from the idempot
     running = await startApp({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
-        IdempotencyModule.forRoot({ reaper: false }),
+        IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
         NotesModule,
       ],
     });

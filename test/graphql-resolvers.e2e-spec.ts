@@ -123,10 +123,12 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
   let keySeq = 0;
   const newKey = () => `resolver-${++keySeq}-${Date.now()}`;
 
-  const graphql = async (query: string, variables: object = {}, headers: Record<string, string> = {}) => {
+  /** `headers` over the defaults; a header given as null is not sent. */
+  const graphql = async (query: string, variables: object = {}, headers: Record<string, string | null> = {}) => {
+    const sent = Object.entries({ 'content-type': 'application/json', 'x-tenant': 'acme', ...headers }).filter((header): header is [string, string] => header[1] !== null);
     const response = await fetch(`${running.url}/graphql`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-tenant': 'acme', ...headers },
+      headers: Object.fromEntries(sent),
       body: JSON.stringify({ query, variables }),
     });
     return (await response.json()) as { data: Record<string, any> | null; errors?: Array<{ message: string; extensions: Record<string, unknown> }>; extensions?: any };
@@ -212,6 +214,29 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
       { operation: 'graphql Mutation.post', outcome: 'replayed', status: 200 },
       { operation: 'graphql Mutation.post', outcome: 'key_reused', status: 422 },
       { operation: 'graphql Mutation.post', outcome: 'key_missing', status: 400 },
+    ]);
+  });
+
+  it('answers a mutation the tenant resolver finds no tenant for with a 401 tenant-unresolved error, claiming and running nothing', async () => {
+    events.length = 0;
+    const key = newKey();
+    const calls = postings.calls;
+    for (const tenant of [null, '']) {
+      const answer = await graphql(`mutation ($key: String) { post(label: "no-tenant", idempotencyKey: $key) { entry } }`, { key }, { 'x-tenant': tenant });
+      expect(answer.data?.post ?? null).toBeNull();
+      expect(answer.errors).toEqual([
+        expect.objectContaining({
+          message: 'graphql Mutation.post: the `tenant` resolver found no tenant for this request, so its key has no scope. Send the request with the credentials that name its tenant.',
+          extensions: expect.objectContaining({ code: 'IDEMPOTENCY_TENANT_UNRESOLVED', status: 401, type: 'urn:nest-idempotency:problem:tenant-unresolved' }),
+        }),
+      ]);
+    }
+    expect(postings.calls).toBe(calls);
+    expect(await db.query(`SELECT scope FROM idempotency_records WHERE key = $1`, [key])).toEqual([]);
+    expect(await entriesLabelled('no-tenant')).toBe(0);
+    expect(events.map(({ outcome, status }) => ({ outcome, status }))).toEqual([
+      { outcome: 'tenant_unresolved', status: 401 },
+      { outcome: 'tenant_unresolved', status: 401 },
     ]);
   });
 

@@ -334,7 +334,7 @@ describe('@Idempotent() routes, checked at startup', () => {
     providers?: Provider[];
     /** Modules to import besides the ledger app's. */
     imports?: Array<Type<unknown> | DynamicModule>;
-    options?: IdempotencyModuleOptions;
+    options?: Partial<IdempotencyModuleOptions>;
     /** Global interceptors to add with app.useGlobalInterceptors(), before init. */
     globals?: (reflector: Reflector) => NestInterceptor[];
     logger?: LoggerService;
@@ -513,7 +513,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
     const running = await start([typeorm, idempotency, AccountsModule], { globals: [new RequestCounter()] });
     try {
       const seen = RequestCounter.seen;
-      const send = () => request(running.url).post('/accounts').set('Idempotency-Key', `account-${adapter}`).send({ label: `account-${adapter}` });
+      const send = () => request(running.url).post('/accounts').set('X-Tenant', 'acme').set('Idempotency-Key', `account-${adapter}`).send({ label: `account-${adapter}` });
       const first = await send();
       const replay = await send();
       expect(first.status).toBe(201);
@@ -546,7 +546,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   });
 
   it('sends and replays a body with its content type when replayHeaders leaves Content-Type out', async () => {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { replayHeaders: ['Location'], tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { replayHeaders: ['Location'], tenant: 'shared' });
     const running = await start([typeorm, idempotency, NotesModule]);
     try {
       const send = () => request(running.url).post('/notes/a').set('Idempotency-Key', `${adapter}-typed`).send({ label: `typed-${adapter}` });
@@ -573,7 +573,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   });
 
   it.runIf(adapter === 'express')('writes JSON with the Express app’s json spaces and json escape settings, as res.json() would', async () => {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await startApp(
       { imports: [typeorm, idempotency, NotesModule] },
       { adapter, configure: (app) => Object.entries({ 'json spaces': 2, 'json escape': true }).forEach(([name, value]) => app.getHttpAdapter().getInstance().set(name, value)) },
@@ -591,7 +591,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   });
 
   it('answers a handler that hijacks the reply 500 (unstorable-response), its writes rolled back, rather than never answer', async () => {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await start([typeorm, idempotency, FastifyRepliesModule]);
     try {
       const label = `hijack-${adapter}`;
@@ -610,7 +610,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   });
 
   it.each(['return-send', 'return-redirect'])('answers a handler that returns the reply it wrote (%s) 500 (unstorable-response) at once, its writes rolled back, rather than wait for good', async (route) => {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await start([typeorm, idempotency, FastifyRepliesModule]);
     try {
       const label = `${route}-${adapter}`;
@@ -623,7 +623,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
   });
 
   it('sends a null result as the adapter does without the module: JSON null on Fastify, an empty body on Express', async () => {
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await start([typeorm, idempotency, FastifyRepliesModule]);
     try {
       const send = () => request(running.url).post('/fastify/null').set('Idempotency-Key', `null-${adapter}`).send({ label: `null-${adapter}` });
@@ -640,7 +640,7 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
 
   it('answers a request body that refers to itself 500 and logs the cause and the fix, rather than blame the client with 400', async () => {
     const log = new ErrorLog();
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await start([typeorm, idempotency, FastifyRepliesModule], { logger: log });
     try {
       const answer = await request(running.url).post('/fastify/self-referring').set('Idempotency-Key', `self-${adapter}`).send({});
@@ -651,9 +651,9 @@ describe.each(HTTP_ADAPTERS)('guardrails at run time (%s)', (adapter) => {
     }
   });
 
-  it('warns once per handler when requests carry req.user but no tenant resolver is configured', async () => {
+  it('warns once per handler when requests carry req.user and tenant is \'shared\'', async () => {
     const log = new WarningLog();
-    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: undefined });
+    const [typeorm, idempotency] = ledgerAppModules(db.url, { tenant: 'shared' });
     const running = await start([typeorm, idempotency, NotesModule], { logger: log });
     try {
       const send = (path: string, user: string | undefined, key: string) => {

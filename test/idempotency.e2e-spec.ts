@@ -124,6 +124,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       const response = await request(running.url)
         .post('/entries')
         .set('Idempotency-Key', key)
+        .set('X-Tenant', 'acme')
         .set('Content-Type', 'application/json')
         .send('{"label":"\\ud800"}');
       expect(response.status).toBe(400);
@@ -240,14 +241,33 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       expect((await recordOf(key)).map((record) => record.operation).sort()).toEqual(['POST /entries', 'POST /entries/:account/transfers']);
     });
 
-    it('keeps requests without a tenant apart from every tenant, even one named "anonymous"', async () => {
+    it('keeps each tenant’s keys apart, and a tenant named "anonymous" apart from the shared scope', async () => {
       const key = newKey();
-      for (const tenant of [null, 'anonymous', 'acme']) {
+      for (const tenant of ['anonymous', 'acme']) {
         const response = await post('/entries', key, { label: 'scoped' }, tenant);
         expect(response.status).toBe(201);
         expect(response.headers['idempotent-replayed']).toBeUndefined();
       }
-      expect((await recordOf(key)).map((record) => record.scope)).toEqual(['anonymous', 'tenant:acme', 'tenant:anonymous']);
+      expect((await recordOf(key)).map((record) => record.scope)).toEqual(['tenant:acme', 'tenant:anonymous']);
+    });
+
+    it('answers 401 tenant-unresolved to a request the tenant resolver finds no tenant for (none, or an empty one), claiming and running nothing', async () => {
+      const key = newKey();
+      const calls = ledger.calls;
+      for (const tenant of [null, '']) {
+        const response = await post('/entries', key, { label: 'no-tenant' }, tenant);
+        expect(response.status).toBe(401);
+        expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(response.body).toEqual({
+          type: 'urn:nest-idempotency:problem:tenant-unresolved',
+          title: 'Tenant unresolved',
+          status: 401,
+          detail: 'POST /entries: the `tenant` resolver found no tenant for this request, so its key has no scope. Send the request with the credentials that name its tenant.',
+        });
+      }
+      expect(ledger.calls).toBe(calls);
+      expect(await recordOf(key)).toEqual([]);
+      expect(await entriesLabelled('no-tenant')).toBe(0);
     });
 
     it('never replays an old version’s outcome', async () => {
@@ -459,11 +479,12 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
     const running = await startApp({ imports: [typeorm, IdempotencyModule.forRootAsync(asyncOptions), entries] }, { adapter });
     try {
       const key = `async-${_case}`;
-      const first = await request(running.url).post('/entries').set('X-Request-Key', key).send({ label: key });
-      const replay = await request(running.url).post('/entries').set('X-Request-Key', key).send({ label: key });
+      const send = (header: string) => request(running.url).post('/entries').set(header, key).set('X-Tenant', 'acme').send({ label: key });
+      const first = await send('X-Request-Key');
+      const replay = await send('X-Request-Key');
       expect(first.status).toBe(201);
       expect(replay.headers['idempotent-replayed']).toBe('true');
-      expect((await request(running.url).post('/entries').set('Idempotency-Key', key).send({ label: key })).status).toBe(400);
+      expect((await send('Idempotency-Key')).status).toBe(400);
     } finally {
       await running.close();
     }

@@ -97,7 +97,7 @@ describeWithNats('idempotent message handlers over JetStream', () => {
     const moduleRef = await Test.createTestingModule({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
-        IdempotencyModule.forRoot({ reaper: false }),
+        IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
         ConsumerModule,
       ],
     }).compile();

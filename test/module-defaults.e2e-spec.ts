@@ -1,9 +1,12 @@
-import { Body, Controller, Post } from '@nestjs/common';
+import { Body, Controller, type DynamicModule, Logger, Post } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
 import {
   Idempotent,
+  IdempotencyConfigurationError,
   IdempotencyModule,
+  type IdempotencyModuleOptions,
   IdempotencyOutboxModule,
   IdempotencyRecord,
   idempotencyMigrations,
@@ -33,7 +36,7 @@ class NotesController {
   }
 }
 
-describe('IdempotencyModule.forRoot() and IdempotencyOutboxModule.forRoot() without options', () => {
+describe('IdempotencyModule.forRoot() with tenant alone and IdempotencyOutboxModule.forRoot() without options', () => {
   let db: TestDatabase;
   let running: RunningApp;
 
@@ -43,8 +46,8 @@ describe('IdempotencyModule.forRoot() and IdempotencyOutboxModule.forRoot() with
     running = await startApp({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
-        // No argument: every option has a default.
-        IdempotencyModule.forRoot(),
+        // Every option but tenant has a default.
+        IdempotencyModule.forRoot({ tenant: 'shared' }),
         IdempotencyOutboxModule.forRoot(),
       ],
       controllers: [NotesController],
@@ -69,5 +72,44 @@ describe('IdempotencyModule.forRoot() and IdempotencyOutboxModule.forRoot() with
     expect(replay.text).toBe(first.text);
     expect(await db.query(`SELECT label FROM ledger_entries`)).toEqual([{ label: 'defaults' }]);
     expect(await db.query(`SELECT type FROM idempotency_outbox`)).toEqual([{ type: 'note.created' }]);
+  });
+
+  it("keep every caller's keys in the one scope they had before tenant was required, anonymous, with tenant: 'shared'", async () => {
+    const send = (tenant: string) => request(running.url).post('/notes').set('Idempotency-Key', 'shared-1').set('X-Tenant', tenant).send({ label: 'shared' });
+    const first = await send('acme');
+    const other = await send('globex');
+    expect(first.status).toBe(201);
+    expect([other.headers['idempotent-replayed'], other.text]).toEqual(['true', first.text]);
+    expect(await db.query(`SELECT scope FROM idempotency_records WHERE key = 'shared-1'`)).toEqual([{ scope: 'anonymous' }]);
+  });
+});
+
+describe('IdempotencyModule without tenant', () => {
+  // No connection: the boot fails before any is needed.
+  const boot = (idempotency: DynamicModule) =>
+    Test.createTestingModule({
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: 'postgres://127.0.0.1:1/none', entities: [IdempotencyRecord], manualInitialization: true }), idempotency],
+    }).compile();
+
+  afterEach(() => {
+    Logger.overrideLogger(false); // a failed compile leaves the testing module's logger in place
+  });
+
+  it.each([
+    ['forRoot()', () => IdempotencyModule.forRoot({} as IdempotencyModuleOptions)],
+    ['forRootAsync()', () => IdempotencyModule.forRootAsync({ useFactory: () => ({}) as IdempotencyModuleOptions })],
+    ['forRoot() with no argument (JavaScript)', () => (IdempotencyModule.forRoot as () => DynamicModule)()],
+  ])('refuses to start with %s, naming the option and both ways to state it', async (_how, define) => {
+    const error = await boot(define()).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect((error as Error).message).toMatch(/^IdempotencyModule: `tenant` is required\. /);
+    expect((error as Error).message).toContain('`tenant: (request) => request.user?.tenantId`');
+    expect((error as Error).message).toContain("`tenant: 'shared'`");
+  });
+
+  it('refuses a tenant that is neither a resolver nor shared, naming what it got', async () => {
+    const error = await boot(IdempotencyModule.forRoot({ tenant: 'acme' } as unknown as IdempotencyModuleOptions)).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect((error as Error).message).toContain('`tenant` is required (got "acme")');
   });
 });

@@ -17,7 +17,7 @@ import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js'
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { type NoteBody, WRITE_PATHS, writePathsApp, writePathsTypeOrm, WRITTEN_NOTES_SCHEMA } from './support/write-paths-app.js';
 
-const OPTIONS: IdempotencyModuleOptions = { reaper: false, replayCacheSize: 0 };
+const OPTIONS: IdempotencyModuleOptions = { tenant: 'shared', reaper: false, replayCacheSize: 0 };
 
 /**
  * An app whose only DataSource is a named connection ('main'): the module

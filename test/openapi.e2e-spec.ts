@@ -51,7 +51,7 @@ describe('OpenAPI', () => {
     const withoutSwagger = await startApp({ imports: ledgerAppModules(db.url, { openapi: false }) }, { adapter });
     try {
       expect(Reflect.getMetadata('swagger/apiHeaders', EntriesController.prototype.create)).toBeUndefined();
-      const response = await request(withoutSwagger.url).post('/entries').set('Idempotency-Key', 'no-swagger').send({ label: 'x' });
+      const response = await request(withoutSwagger.url).post('/entries').set('Idempotency-Key', 'no-swagger').set('X-Tenant', 'acme').send({ label: 'x' });
       expect(response.status).toBe(201);
     } finally {
       await withoutSwagger.close();

@@ -238,7 +238,7 @@ describe.each(HTTP_ADAPTERS)('phased operations (%s)', (adapter) => {
 
   it('frees the key of a request that failed before its operation started', async () => {
     const key = newKey();
-    const failed = await request(running.url).post('/entries/transfers/unstarted').set('Idempotency-Key', key).send({});
+    const failed = await request(running.url).post('/entries/transfers/unstarted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({});
     expect(failed.status).toBe(500);
     expect(await recordOf(key)).toBeUndefined();
   });

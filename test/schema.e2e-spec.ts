@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 const MIGRATION = 'CreateIdempotencyRecords1764400000000';
 
 /** Initialises the ledger app (no HTTP: the check does not depend on an adapter), then closes it. */
-async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: IdempotencyModuleOptions = {}): Promise<void> {
+async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: Partial<IdempotencyModuleOptions> = {}): Promise<void> {
   const moduleRef = await Test.createTestingModule({ imports: ledgerAppModules(db.url, { reaper: false, ...options }, dataSource) }).compile();
   moduleRef.useLogger(false);
   try {
@@ -21,7 +21,7 @@ async function boot(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, 
 }
 
 /** The boot's IdempotencyConfigurationError message. */
-async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: IdempotencyModuleOptions = {}): Promise<string> {
+async function bootFailure(db: TestDatabase, dataSource: LedgerDataSourceOptions = {}, options: Partial<IdempotencyModuleOptions> = {}): Promise<string> {
   const error = await boot(db, dataSource, options).then(
     () => undefined,
     (error: unknown) => error,
@@ -40,7 +40,7 @@ const IN_LEDGER_SPACE = { extra: { options: '-c search_path=ledger_space,public'
  * Starts the ledger app over HTTP, sends a key twice, and answers both
  * answers and where its record is: the second must replay the first.
  */
-async function recordAndReplay(db: TestDatabase, key: string, dataSource: LedgerDataSourceOptions, options: IdempotencyModuleOptions = {}) {
+async function recordAndReplay(db: TestDatabase, key: string, dataSource: LedgerDataSourceOptions, options: Partial<IdempotencyModuleOptions> = {}) {
   const running = await startApp({ imports: ledgerAppModules(db.url, { reaper: false, replayCacheSize: 0, ...options }, dataSource) });
   try {
     const send = () => Promise.resolve(request(running.url).post('/entries').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: key }));

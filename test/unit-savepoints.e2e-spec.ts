@@ -24,7 +24,7 @@ describe.each(HTTP_ADAPTERS)('unitSavepoints: false (%s)', (adapter) => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    app = await startApp({ imports: userCodeModules(db.url, adapter, 4, [IdempotencyModule.forRoot({ reaper: false, unitSavepoints: false }), IdempotencyOutboxModule.forRoot({})]) }, {
+    app = await startApp({ imports: userCodeModules(db.url, adapter, 4, [IdempotencyModule.forRoot({ tenant: 'shared', reaper: false, unitSavepoints: false }), IdempotencyOutboxModule.forRoot({})]) }, {
       adapter,
       configure: (started) => adapter === 'fastify' && void (started as NestFastifyApplication).register(multipart),
     });
@@ -76,7 +76,7 @@ describe('unit savepoints past the subtransaction cache (default options)', () =
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    app = await startApp({ imports: userCodeModules(db.url, 'express', 4, [IdempotencyModule.forRoot({ reaper: false }), IdempotencyOutboxModule.forRoot({})]) });
+    app = await startApp({ imports: userCodeModules(db.url, 'express', 4, [IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }), IdempotencyOutboxModule.forRoot({})]) });
     await db.query(USER_ROWS_SCHEMA);
   });
   afterAll(async () => {

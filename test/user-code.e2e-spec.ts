@@ -24,9 +24,9 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
   const unique = (label: string) => `${label}-${adapter}-${++seq}-${Date.now()}`;
   const post = (app: RunningApp, path: string, key: string, body: object) => Promise.resolve(request(app.url).post(`/user-code/${path}`).set('Idempotency-Key', key).send(body));
   const rowsLabelled = async (pattern: string) => (await db.query<{ label: string }>(`SELECT label FROM user_rows WHERE label LIKE $1 ORDER BY label`, [pattern])).map((row) => row.label);
-  const start = (options: IdempotencyModuleOptions = {}, poolSize = 8) =>
+  const start = (options: Partial<IdempotencyModuleOptions> = {}, poolSize = 8) =>
     startApp(
-      { imports: userCodeModules(db.url, adapter, poolSize, [IdempotencyModule.forRoot({ reaper: false, ...options }), IdempotencyOutboxModule.forRoot({})]) },
+      { imports: userCodeModules(db.url, adapter, poolSize, [IdempotencyModule.forRoot({ tenant: 'shared', reaper: false, ...options }), IdempotencyOutboxModule.forRoot({})]) },
       { adapter, configure: (app) => adapter === 'fastify' && void (app as NestFastifyApplication).register(multipart) },
     );
 

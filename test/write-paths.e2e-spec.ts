@@ -29,7 +29,7 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
     await db.query(WRITTEN_NOTES_SCHEMA);
     const app = writePathsApp();
     running = await startApp(
-      { imports: [writePathsTypeOrm(db.url), IdempotencyModule.forRoot({ reaper: false, replayCacheSize: 0 }), app.module] },
+      { imports: [writePathsTypeOrm(db.url), IdempotencyModule.forRoot({ tenant: 'shared', reaper: false, replayCacheSize: 0 }), app.module] },
       { adapter },
     );
     writer = running.app.get(app.writer);

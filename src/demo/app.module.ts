@@ -1,7 +1,7 @@
 import { type DynamicModule, type MiddlewareConsumer, Module, type NestModule, ValidationPipe, type ValidationPipeOptions } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { API_KEYS, ApiKeyGuard, type AuthenticatedRequest } from './auth/api-key.guard.js';
+import { API_KEYS, ApiKeyGuard, tenantOfRequest } from './auth/api-key.guard.js';
 import { DEFAULT_API_KEYS, parseApiKeys } from './auth/api-keys.js';
 import { DEFAULT_ADMIN_API_KEYS, demoAdminModule } from './auth/admin-keys.js';
 import { dataSourceOptions } from './database/data-source-options.js';
@@ -66,7 +66,7 @@ export class AppModule implements NestModule {
           ...options.idempotency,
           // A body no parser reads (a JSON type Express's parser skips, binary) is bounded as the parsed ones are.
           maxBodyBytes: options.idempotency?.maxBodyBytes ?? BODY_LIMIT_BYTES,
-          tenant: (request: Partial<AuthenticatedRequest>) => request.tenant,
+          tenant: tenantOfRequest,
         }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => (options.delivery ? outboxOptions(options.delivery) : {}) }),
         IdempotencyMetricsModule.forRoot(),

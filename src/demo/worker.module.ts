@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
+import { tenantOfRequest } from './auth/api-key.guard.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';
 import { FulfilmentModule } from './fulfilment/fulfilment.module.js';
@@ -23,7 +24,8 @@ export class WorkerModule {
         TypeOrmModule.forRoot(dataSourceOptions(options.databaseUrl)),
         // No reaper here: the API instances reap (records and settled outbox events alike) and finish
         // the abandoned payments, whose phased operation this process does not register.
-        IdempotencyModule.forRoot({ ...options.idempotency, reaper: false, allowInterceptorsAround: [CrashAfterCommit] }),
+        // The API's tenant, though this process serves no HTTP route: its message handlers are scoped by messageTenant.
+        IdempotencyModule.forRoot({ ...options.idempotency, tenant: tenantOfRequest, reaper: false, allowInterceptorsAround: [CrashAfterCommit] }),
         IdempotencyOutboxModule.forRootAsync({ useFactory: () => outboxOptions(options.delivery) }),
         ...(options.delivery.consumer ? [FulfilmentModule] : []),
       ],

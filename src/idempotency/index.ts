@@ -66,6 +66,7 @@ export {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
+  IdempotencyTenantUnresolvedException,
   LockHeldByRequestError,
   PoolConnectionRefusedError,
   SharedRollbackError,

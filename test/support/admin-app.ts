@@ -29,7 +29,7 @@ function operatorGuard(context: ExecutionContext): boolean {
  * test steers and a route that writes events, metrics, and the admin at
  * `ADMIN` behind `X-Operator`.
  */
-export function adminAppModules(databaseUrl: string, publisher: OutboxPublisher, registry: Registry, options: IdempotencyModuleOptions = {}) {
+export function adminAppModules(databaseUrl: string, publisher: OutboxPublisher, registry: Registry, options: Partial<IdempotencyModuleOptions> = {}) {
   return [
     ...ledgerAppModules(databaseUrl, { lease: 60_000, maxAttempts: 3, reaper: false, ...options }),
     IdempotencyOutboxModule.forRoot({ publisher, relay: { maxAttempts: 2, backoff: { baseMs: 5, maxMs: 10 }, pollIntervalMs: 50 } }),

@@ -5,7 +5,7 @@ import type { LedgerDataSourceOptions } from './ledger-app.js';
 /** A driver of the claim's transaction, with the connection it is meant for. */
 export interface ClaimDriverRun {
   name: string;
-  options: IdempotencyModuleOptions;
+  options: Partial<IdempotencyModuleOptions>;
   dataSource: LedgerDataSourceOptions;
 }
 

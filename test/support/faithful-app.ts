@@ -173,7 +173,7 @@ export interface FaithfulAppOptions {
   configure?: (app: INestApplication) => void;
 }
 
-/** Builds and starts an app serving `routes`, on `IdempotencyModule.forRoot()` with no options. */
+/** Builds and starts an app serving `routes`, on `IdempotencyModule.forRoot()` with no options but `tenant: 'shared'`. */
 export async function startFaithfulApp(options: FaithfulAppOptions): Promise<FaithfulApp> {
   const entities = options.entities ?? [FaithfulRow];
   const controllers = options.routes.map(pairedController);
@@ -199,7 +199,7 @@ export async function startFaithfulApp(options: FaithfulAppOptions): Promise<Fai
       dataSourceFactory
         ? TypeOrmModule.forRootAsync({ useFactory: () => typeOrmOptions, dataSourceFactory: (dataSourceOptions) => dataSourceFactory(dataSourceOptions!) })
         : TypeOrmModule.forRoot(typeOrmOptions),
-      lib.IdempotencyModule.forRoot(),
+      lib.IdempotencyModule.forRoot({ tenant: 'shared' }),
       ...(options.imports ?? []),
       FaithfulRoutesModule,
     ],

@@ -293,7 +293,8 @@ export interface LedgerDataSourceOptions {
   extra?: Record<string, unknown>;
 }
 
-export function ledgerAppModules(databaseUrl: string, options: IdempotencyModuleOptions = {}, dataSource: LedgerDataSourceOptions = {}) {
+/** The ledger app's modules; `tenant` defaults to `X-Tenant`'s value. */
+export function ledgerAppModules(databaseUrl: string, options: Partial<IdempotencyModuleOptions> = {}, dataSource: LedgerDataSourceOptions = {}) {
   return [
     TypeOrmModule.forRoot({
       type: 'postgres',

@@ -122,7 +122,7 @@ export class EventfulController {
 @Module({ controllers: [EventfulController], providers: [EventfulLedger] })
 export class EventfulModule {}
 
-export function outboxAppModules(databaseUrl: string, outbox: OutboxModuleOptions, options: IdempotencyModuleOptions = {}) {
+export function outboxAppModules(databaseUrl: string, outbox: OutboxModuleOptions, options: Partial<IdempotencyModuleOptions> = {}) {
   return [
     TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
     IdempotencyModule.forRoot({ tenant: tenantFromHeader, reaper: false, replayCacheSize: 0, ...options }),

@@ -85,7 +85,7 @@ class OrdersController {
   imports: [
     TypeOrmModule.forRoot({ type: 'postgres', url: process.env.DATABASE_URL, entities: [lib.IdempotencyRecord, OrderRow], migrations: lib.idempotencyMigrations, migrationsRun: true }),
     TypeOrmModule.forFeature([OrderRow]),
-    lib.IdempotencyModule.forRoot(),
+    lib.IdempotencyModule.forRoot({ tenant: 'shared' }),
   ],
   controllers: [OrdersController],
 })

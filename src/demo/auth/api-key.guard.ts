@@ -13,6 +13,9 @@ export interface AuthenticatedRequest {
   tenant: string;
 }
 
+/** The tenant IdempotencyModule scopes keys by: the one the guard found for the request's API key. */
+export const tenantOfRequest = (request: Partial<AuthenticatedRequest>): string | undefined => request.tenant;
+
 /** `Authorization: Bearer <api key>` names the tenant; a missing or unknown key gets 401. */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {

@@ -4,7 +4,7 @@ import type { AdminCaller } from './admin.types.js';
 /**
  * The scope of a tenant's keys, as `IdempotencyModule` writes it: for the
  * `scopes` option of the admin module, e.g. `scopes: (req) => req.user.tenants.map((t) => tenantScope(t))`.
- * Without a tenant, the shared `anonymous` scope. A route with `version`
+ * Without a tenant, `anonymous`: the one scope of `tenant: 'shared'`. A route with `version`
  * writes `tenantScope(tenant, version)`: list those scopes too where a caller
  * should see them.
  */

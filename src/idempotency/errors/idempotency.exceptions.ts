@@ -16,6 +16,7 @@ export const IdempotencyProblemType = {
   BodyTooLarge: 'urn:nest-idempotency:problem:body-too-large',
   BodyNotFingerprinted: 'urn:nest-idempotency:problem:body-not-fingerprinted',
   BodyIncomplete: 'urn:nest-idempotency:problem:body-incomplete',
+  TenantUnresolved: 'urn:nest-idempotency:problem:tenant-unresolved',
 } as const;
 
 /** An RFC 9457 problem details document. */
@@ -57,6 +58,23 @@ export class IdempotencyKeyMalformedException extends IdempotencyProblem {
       title: 'Idempotency key malformed',
       status: HttpStatus.BAD_REQUEST,
       detail: `The ${headerName} header is malformed: ${reason}. Send 1 to 255 visible ASCII characters, bare or as a quoted string.`,
+    });
+  }
+}
+
+/**
+ * 401: the `tenant` resolver found no tenant for the request, so its key
+ * belongs to no one's scope: refused before anything is claimed or run,
+ * rather than put in a scope other callers share. Usually a request that
+ * reached the route without the authentication the resolver reads.
+ */
+export class IdempotencyTenantUnresolvedException extends IdempotencyProblem {
+  constructor(operation: string) {
+    super({
+      type: IdempotencyProblemType.TenantUnresolved,
+      title: 'Tenant unresolved',
+      status: HttpStatus.UNAUTHORIZED,
+      detail: `${operation}: the \`tenant\` resolver found no tenant for this request, so its key has no scope. Send the request with the credentials that name its tenant.`,
     });
   }
 }

@@ -8,6 +8,7 @@ import {
   IdempotencyRecordUndecryptableException,
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
+  IdempotencyTenantUnresolvedException,
 } from '../errors/idempotency.exceptions.js';
 import type { FlowEnding } from '../outcome/recorded-outcome.js';
 import type { RecordId } from '../records/stored-record.js';
@@ -29,6 +30,7 @@ export const HTTP_ERRORS: AttemptErrors = {
     if (error instanceof IdempotencyKeyReusedException) return 'key_reused';
     if (error instanceof IdempotencyRequestInProgressException) return 'conflict';
     if (error instanceof IdempotencyRequestNotCanonicalException) return 'not_canonical';
+    if (error instanceof IdempotencyTenantUnresolvedException) return 'tenant_unresolved';
     if (error instanceof IdempotencyDatabaseUnavailableException) return 'unavailable';
     if (error instanceof IdempotencyRecordUndecryptableException) return 'undecryptable';
     return 'rolled_back';

@@ -12,6 +12,7 @@ export type AttemptOutcome =
   | 'key_missing'
   | 'key_malformed'
   | 'not_canonical'
+  | 'tenant_unresolved' // 401: the tenant resolver found no tenant; nothing was claimed
   | 'rolled_back' // the handler failed; nothing was recorded
   | 'unavailable' // 503: the database connection was lost
   | 'undecryptable'; // 500: the key's recorded outcome does not decrypt (see `undecryptable`), so it was not replayed

@@ -6,7 +6,7 @@ import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 export interface IdempotencyGraphqlErrorExtensions {
   /** `IDEMPOTENCY_KEY_REUSED` and the like for the module's problems; for a recorded error, its own `code`, else its status's name (`PAYMENT_REQUIRED`). */
   code: string;
-  /** The HTTP status the same failure gets on a route: 400, 409, 422, 503, or a recorded error's. */
+  /** The HTTP status the same failure gets on a route: 400, 401, 409, 422, 503, or a recorded error's. */
   status: number;
   /** The RFC 9457 problem type, e.g. `urn:nest-idempotency:problem:key-reused`. */
   type: string;
@@ -30,7 +30,7 @@ export class IdempotencyGraphqlError extends Error {
     this.name = 'IdempotencyGraphqlError';
   }
 
-  /** One of the module's own problems (400, 409, 422, 503, 500), with `detail` as the message unless given one. */
+  /** One of the module's own problems (400, 401, 409, 422, 503, 500), with `detail` as the message unless given one. */
   static fromProblem(problem: IdempotencyProblem, message = problem.problem.detail): IdempotencyGraphqlError {
     const { type, title, status } = problem.problem;
     const retryAfter = problem.headers['Retry-After'];

@@ -1,6 +1,11 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, RequestMethod } from '@nestjs/common';
 import { type AbstractHttpAdapter, HttpAdapterHost, Reflector } from '@nestjs/core';
-import { IdempotencyConfigurationError, IdempotencyRequestInProgressException, IdempotencyRequestNotCanonicalException } from '../errors/idempotency.exceptions.js';
+import {
+  IdempotencyConfigurationError,
+  IdempotencyRequestInProgressException,
+  IdempotencyRequestNotCanonicalException,
+  IdempotencyTenantUnresolvedException,
+} from '../errors/idempotency.exceptions.js';
 import { checkedBodyBound, checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
@@ -175,8 +180,6 @@ export class IdempotentRoutes {
     const mutation = mutationOperationOf(handler);
     const paths = options.operation === undefined && mutation === undefined ? routeTemplates(controller, handler) : undefined;
     const operation = options.operation ?? mutation ?? `${RequestMethod[method]} ${paths![0]}${versionLabel(controller, handler)}`;
-    const tenantOf = this.options.tenant;
-    const warnIfUsersShareScope = this.options.tenantConfigured ? () => undefined : this.sharedScopeWarning(`${operation} (${controller.name}.${handler.name})`);
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     const claim = options.claim === undefined ? this.options.claim : checkedClaimMode(options.claim, where);
     if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));
@@ -203,12 +206,7 @@ export class IdempotentRoutes {
       storesError,
       lease: options.phases ? (options.lease ?? this.options.lease) : undefined,
       replayHeaders: this.options.replayHeaders,
-      // "tenant:" and "anonymous" never collide, so an unresolved tenant never shares a tenant's scope.
-      scopeOf: (request) => {
-        warnIfUsersShareScope(request);
-        const tenant = tenantOf(request);
-        return (tenant === undefined || tenant === null ? 'anonymous' : `tenant:${encodeURIComponent(tenant)}`) + version;
-      },
+      scopeOf: this.scopeOf(operation, `${operation} (${controller.name}.${handler.name})`, version),
       fingerprintFieldsOf: fingerprintFieldsOf(options.fingerprint),
       fieldsAreData: typeof options.fingerprint !== 'function',
       readsBody: readsBody(options.fingerprint),
@@ -217,8 +215,33 @@ export class IdempotentRoutes {
   }
 
   /**
-   * Without a tenant resolver every request shares one scope of keys, which
-   * is right for an app without users; a request with `user` set says the app
+   * The scope of a request's keys. `tenant: 'shared'`: `anonymous`, the scope
+   * keys had before `tenant` was required, so that their records still
+   * replay. A resolver: `tenant:<its tenant>`, which never equals
+   * `anonymous`; a request it finds no tenant for is refused (401) rather
+   * than put in a scope others share. An empty string counts as none: it is
+   * what a header sent empty or a claim read as `''` gives, and every such
+   * request would share the one scope `tenant:`.
+   */
+  private scopeOf(operation: string, route: string, version: string): (request: unknown) => string {
+    const { tenant } = this.options;
+    if (tenant === 'shared') {
+      const warnIfUsersShareScope = this.sharedScopeWarning(route);
+      return (request) => {
+        warnIfUsersShareScope(request);
+        return 'anonymous' + version;
+      };
+    }
+    return (request) => {
+      const resolved = tenant(request);
+      if (resolved === undefined || resolved === null || resolved === '') throw new IdempotencyTenantUnresolvedException(operation);
+      return `tenant:${encodeURIComponent(resolved)}${version}`;
+    };
+  }
+
+  /**
+   * `tenant: 'shared'` puts every request in one scope of keys, which is
+   * right for an app without users; a request with `user` set says the app
    * has them. Warns once per route, at the first such request.
    */
   private sharedScopeWarning(route: string): (request: unknown) => void {
@@ -227,7 +250,7 @@ export class IdempotentRoutes {
       if (warned || (request as { user?: unknown } | null)?.user == null) return;
       warned = true;
       this.logger.warn(
-        `${route}: requests carry req.user, but IdempotencyModule has no tenant resolver, so all users share one scope of keys ` +
+        `${route}: requests carry req.user, but IdempotencyModule has tenant: 'shared', so all users share one scope of keys ` +
           `and one user's key replays another's response. Scope keys by tenant or user: IdempotencyModule.forRoot({ tenant: (request) => request.user.tenantId }).`,
       );
     };

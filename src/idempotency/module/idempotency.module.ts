@@ -103,14 +103,16 @@ export class IdempotencyModule extends ConfigurableIdempotencyModule implements 
   }
 
   /**
-   * The module with these options; every option has a default, so
-   * `IdempotencyModule.forRoot()` runs with them all. Refuses a Nest or
-   * TypeORM outside the supported ranges here, before Nest scans the modules.
+   * The module with these options; every option but `tenant` has a default,
+   * so `IdempotencyModule.forRoot({ tenant: 'shared' })` runs with them all.
+   * Refuses a Nest or TypeORM outside the supported ranges here, before Nest
+   * scans the modules; options without `tenant` fail the boot where they are
+   * resolved, as `forRootAsync()`'s do.
    */
-  static forRoot(options: IdempotencyModuleOptions = {}): DynamicModule {
+  static forRoot(options: IdempotencyModuleOptions): DynamicModule {
     refuseUnsupportedVersions();
-    // The builder's forRoot() requires its argument, and reads its keys.
-    return super.forRoot(options);
+    // The builder's forRoot() requires its argument, and reads its keys: a JavaScript caller may give none.
+    return super.forRoot(options ?? ({} as IdempotencyModuleOptions));
   }
 
   /** The module with options made by a factory, a class or an existing provider; refuses unsupported versions as `forRoot()` does. */

@@ -33,12 +33,19 @@ export interface IdempotencyModuleOptions {
   /** The request header that carries the key. Default `Idempotency-Key`. */
   headerName?: string;
   /**
-   * The tenant a request acts for, e.g. from its authentication. Keys are
-   * scoped by it, so one tenant never replays another's responses. Requests
-   * whose tenant is `undefined` share one anonymous scope, which no tenant's
-   * scope can equal. Default: every request is anonymous.
+   * Required: the scope of a request's keys. A resolver, e.g.
+   * `(request) => request.user?.tenantId`, scopes them by the tenant it
+   * returns, so one tenant never replays another's responses; a request it
+   * finds no tenant for (`undefined`, `null` or `''`) is answered 401
+   * (`IdempotencyTenantUnresolvedException`) before anything is claimed or
+   * run. `'shared'` puts every request in one scope (stored as `anonymous`),
+   * for an app whose callers may all see each other's answers. The module
+   * refuses to start without it.
+   *
+   * @example
+   * IdempotencyModule.forRoot({ tenant: (request) => request.user?.tenantId })
    */
-  tenant?: (request: any) => string | undefined | null;
+  tenant: ((request: any) => string | undefined | null) | 'shared';
   /**
    * Response headers recorded and replayed. Default `Location`,
    * `Content-Type` and `ETag`. `Set-Cookie` is never replayed. A body's
@@ -348,6 +355,20 @@ function checkedSchema(schema: unknown): string | undefined {
   throw new IdempotencyConfigurationError(`IdempotencyModule: schema must be the name of a schema (e.g. 'public'), or left out to use the one the migration created the table in; got ${JSON.stringify(schema)}.`);
 }
 
+/**
+ * `tenant`, as stated: no default, since the one that would fit an app
+ * without users (one shared scope) replays one user's answer to another in
+ * an app with them.
+ */
+function checkedTenant(tenant: unknown): IdempotencyModuleOptions['tenant'] {
+  if (tenant === 'shared' || typeof tenant === 'function') return tenant as IdempotencyModuleOptions['tenant'];
+  throw new IdempotencyConfigurationError(
+    `IdempotencyModule: \`tenant\` is required${tenant === undefined ? '' : ` (got ${JSON.stringify(tenant)})`}. ` +
+      'Give a resolver, `tenant: (request) => request.user?.tenantId`, so one caller never replays another\'s response, ' +
+      "or `tenant: 'shared'` where every caller may see every other caller's answers (one scope of keys).",
+  );
+}
+
 /** Decides whether a 4xx failure of a handler is recorded and replayed. */
 export type StoreErrorIf = (status: number, error: HttpException) => boolean;
 
@@ -360,8 +381,6 @@ export interface ResolvedModuleOptions extends Required<Omit<IdempotencyModuleOp
   schema: string | undefined;
   /** The `maxBodyBytes` option as given; unset, each route takes the app server's own bound (see `appBodyLimitOf`). */
   maxBodyBytes: number | undefined;
-  /** Whether the app gave a `tenant` resolver; without one every request is anonymous. */
-  tenantConfigured: boolean;
   /** The `onEvent` listener the module was given, if any. */
   onEvent?: (event: IdempotencyEvent) => void;
   reaper: Required<ReaperOptions> & { enabled: boolean };
@@ -392,8 +411,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     schema: checkedSchema(options.schema),
     retention: options.retention ?? 24 * 60 * 60 * 1000,
     headerName: options.headerName ?? 'Idempotency-Key',
-    tenant: options.tenant ?? (() => undefined),
-    tenantConfigured: options.tenant !== undefined,
+    tenant: checkedTenant(options.tenant),
     replayHeaders,
     wait: options.wait ?? 1000,
     settleTimeout: options.settleTimeout ?? 30_000,
