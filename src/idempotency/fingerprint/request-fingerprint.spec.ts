@@ -1,4 +1,4 @@
-import { canonicalRequest, fieldsJsonOf, fingerprintFieldsOf } from './request-fingerprint.js';
+import { canonicalRequest, fieldsJsonOf, fingerprintFieldsOf, type ReadBody } from './request-fingerprint.js';
 import { RequestFingerprints } from './request-fingerprints.js';
 
 /** The fingerprint a record stores without encryption. */
@@ -94,6 +94,18 @@ describe('request fingerprint', () => {
     expect(fingerprintOf(a, spec)).toBe(fingerprintOf(b, spec));
     expect(fingerprintOf(a, spec)).not.toBe(fingerprintOf(request({ sku: 'b', sentAt: '10:00' }), spec));
     expect(a.body).toEqual({ sku: 'a', sentAt: '10:00' });
+  });
+
+  it('counts a body read as bytes whole, whatever paths into it a spec picks or drops', () => {
+    const digest = (sha256: string): ReadBody => ({ readAs: 'bytes', body: { contentType: 'application/octet-stream', size: 3, sha256 } });
+    const [one, other] = [digest('a'.repeat(64)), digest('b'.repeat(64))];
+    for (const spec of [['body.amount'], { exclude: ['body.sha256'] }, { exclude: ['body.sentAt'] }]) {
+      const fields = fingerprintFieldsOf(spec);
+      expect(canonicalRequest(operation, fields(request({}), one), 'bytes')).not.toBe(canonicalRequest(operation, fields(request({}), other), 'bytes'));
+    }
+    // A spec that leaves the body out leaves it out, read or not.
+    const withoutBody = fingerprintFieldsOf({ exclude: ['body'] });
+    expect(canonicalRequest(operation, withoutBody(request({}), one), 'bytes')).toBe(canonicalRequest(operation, withoutBody(request({}), other), 'bytes'));
   });
 
   it('uses a function of the request', () => {

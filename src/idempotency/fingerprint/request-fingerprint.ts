@@ -57,9 +57,11 @@ function refuseNonFinite(_name: string, value: unknown): unknown {
 }
 
 /**
- * A body the module read itself (see http/request-body.ts): fingerprinted in
- * place of `request.body`, and named by how it was read (by its multipart
- * parts, or as bytes), so that it never meets a parser's body of the same JSON.
+ * A body the module read itself, or a parser left as bytes (see
+ * http/request-body.ts): a digest of its bytes, fingerprinted in place of
+ * `request.body`, and named by how it was read (by its multipart parts, or
+ * as bytes), so that it never meets a parser's body of the same JSON. A
+ * path into it picks or drops nothing of it: it counts whole.
  */
 export interface ReadBody {
   body: unknown;
@@ -74,12 +76,13 @@ export function fingerprintFieldsOf(spec: FingerprintFields | undefined): (reque
   if (spec === undefined) return (request, read) => defaults(sourceOf(request, read));
   if (isExclusion(spec)) {
     const paths = spec.exclude.map(splitPath);
-    return (request, read) => paths.reduce(withoutPath, defaults(sourceOf(request, read)) as unknown);
+    const outsideBody = paths.filter((path) => path[0] !== 'body' || path.length === 1);
+    return (request, read) => (read ? outsideBody : paths).reduce(withoutPath, defaults(sourceOf(request, read)) as unknown);
   }
   const paths = spec.map(splitPath);
   return (request, read) => {
     const source = sourceOf(request, read);
-    return Object.fromEntries(paths.map((path) => [path.join('.'), valueAt(source, path)]));
+    return Object.fromEntries(paths.map((path) => [path.join('.'), valueAt(source, read && path[0] === 'body' ? ['body'] : path)]));
   };
 }
 

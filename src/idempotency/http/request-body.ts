@@ -1,26 +1,56 @@
-import busboy from 'busboy';
-import { createHash } from 'node:crypto';
+import { createHash, webcrypto } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { ReadBody } from '../fingerprint/request-fingerprint.js';
-import { IdempotencyBodyIncompleteException, IdempotencyBodyNotFingerprintedException, IdempotencyBodyTooLargeException } from '../errors/idempotency.exceptions.js';
+import {
+  IdempotencyBodyIncompleteException,
+  IdempotencyBodyNotFingerprintedException,
+  IdempotencyBodyTooLargeException,
+  IdempotencyConfigurationError,
+} from '../errors/idempotency.exceptions.js';
 
 /**
  * Where a request's body stands when the module fingerprints it, before the
  * route's handler and the interceptors bound inside `@Idempotent()` run:
- * - `parsed`: a body parser read it (JSON, forms, Fastify's text), or there is none;
+ * - `parsed`: a body parser read it into data (JSON, forms, Fastify's text), or there is none;
+ * - `bytes`: a parser left it as bytes: `express.raw()`'s Buffer, or a
+ *   `rawBody` alone (a webhook's signature check), fingerprinted as the bytes;
  * - `unread`: nothing has read it yet (a multipart upload that `FileInterceptor`
  *   will parse, text on Express without a text parser, binary);
+ * - `files`: a multipart parser outside `@Idempotent()` took its files
+ *   (`request.file`, `request.files`), which no fingerprint of `body` sees;
  * - `hidden`: something read it but left no `body` (or `rawBody`) to fingerprint.
  */
-export type BodyState = 'parsed' | 'unread' | 'hidden';
+export type BodyState = 'parsed' | 'bytes' | 'unread' | 'files' | 'hidden';
 
-export function bodyStateOf(request: { body?: unknown; rawBody?: unknown; raw?: IncomingMessage } & Partial<IncomingMessage>): BodyState {
+interface BodyCarrier {
+  body?: unknown;
+  rawBody?: unknown;
+  file?: unknown;
+  files?: unknown;
+  raw?: IncomingMessage;
+}
+
+export function bodyStateOf(request: BodyCarrier & Partial<IncomingMessage>): BodyState {
   const raw = request.raw ?? (request as IncomingMessage);
   const { headers } = raw;
   const length = headers['content-length'];
   if (headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return 'parsed';
   if (!raw.readableDidRead && !raw.readableEnded) return 'unread';
-  return request.body === undefined && request.rawBody === undefined ? 'hidden' : 'parsed';
+  // Multer's objects; @fastify/multipart's file() and files() are methods, and its fields stay in the stream.
+  if (isObject(request.file) || isObject(request.files)) return 'files';
+  const { body, rawBody } = request;
+  if (body instanceof Uint8Array) return 'bytes';
+  // Express 4's parsers leave `{}` on a body they skip: the bytes a middleware kept say more.
+  if ((body === undefined || isEmptyObject(body)) && rawBody instanceof Uint8Array && rawBody.length > 0) return 'bytes';
+  return body === undefined ? 'hidden' : 'parsed';
+}
+
+function isObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null;
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype && Object.keys(value).length === 0;
 }
 
 /**
@@ -40,6 +70,23 @@ export function refuseHiddenBody(operation: string): never {
   throw new IdempotencyBodyNotFingerprintedException(operation);
 }
 
+/** In the `files` state the files went by the fingerprint: the route is set up the wrong way round, which its author fixes. */
+export function refuseFilesParsedOutside(operation: string): never {
+  throw new IdempotencyConfigurationError(
+    `${operation}: a multipart parser (FileInterceptor, FilesInterceptor) ran before @Idempotent(), so its files are on request.file(s), where ` +
+      `the fingerprint does not see them, and two uploads with other files would read as one. Put @UseInterceptors(FileInterceptor(…)) above ` +
+      `@Idempotent() (decorators apply from the bottom up), so that the module reads the upload first.`,
+  );
+}
+
+/** A body a parser left as bytes (the `bytes` state), as the fingerprint sees it; hashed off the event loop. */
+export async function bytesBodyOf(request: BodyCarrier & Partial<IncomingMessage>): Promise<ReadBody> {
+  const bytes = (request.body instanceof Uint8Array ? request.body : request.rawBody) as Uint8Array;
+  const sha256 = Buffer.from(await webcrypto.subtle.digest('SHA-256', bytes)).toString('hex');
+  const headers = (request.raw ?? (request as IncomingMessage)).headers;
+  return { readAs: 'bytes', body: { contentType: (headers['content-type'] ?? '').trim(), size: bytes.length, sha256 } };
+}
+
 /**
  * Reads an unread body to its end, for the fingerprint, and leaves every
  * byte in the request's stream: the handler, or an interceptor inside
@@ -49,12 +96,12 @@ export function refuseHiddenBody(operation: string): never {
  * (`unshift`), and what arrives after is seen as Node's HTTP parser pushes
  * it. The push answers "go on", so the socket keeps flowing while nobody
  * reads: the body waits in memory until it is read, up to `limit` bytes
- * (413 beyond). Each chunk is hashed (or parsed, for multipart) as it
- * arrives, so no step holds the event loop for the whole body.
+ * (413 beyond). Each chunk is hashed as it arrives, so no step holds the
+ * event loop for the whole body.
  */
 export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<IncomingMessage>, limit: number): Promise<ReadBody> {
   const raw = request.raw ?? (request as IncomingMessage);
-  const reader = bodyReaderFor(raw.headers, limit);
+  const reader = bodyReaderFor(raw.headers);
   return new Promise((resolve, reject) => {
     let size = 0;
     let settled = false;
@@ -65,7 +112,7 @@ export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<Inco
       delete (raw as Partial<IncomingMessage>).push; // the prototype's again
       raw.off('close', onClose);
       if (error) reject(error);
-      else reader.end().then(resolve, reject);
+      else resolve(reader.end());
     };
     const take = (chunk: Buffer | string) => {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -96,27 +143,42 @@ export function readUnreadBody(request: { raw?: IncomingMessage } & Partial<Inco
 }
 
 /** Takes a body's chunks as they arrive; `end()` gives what the fingerprint sees of it. */
-interface BodyReader {
+export interface BodyReader {
   write(chunk: Buffer): void;
-  end(): Promise<ReadBody>;
+  end(): ReadBody;
 }
 
 /**
- * What the fingerprint sees of a body no parser read:
- * - `multipart/form-data`: the fields by name, each file as its name, type,
- *   size and SHA-256 (the boundary, which clients draw anew per request,
- *   does not count); every field whole, up to `limit` (413 beyond), never
- *   cut at a parser's default;
+ * What the fingerprint sees of a body no parser read: its bytes, never
+ * parsed or decoded, so that two bodies that differ in any byte differ.
+ * - `multipart/form-data`: its parts' bytes, the headers of each part
+ *   included, in order, but not the boundary between them, which clients
+ *   draw anew per attempt;
  * - anything else: its `Content-Type` as sent (charset included), size and
- *   SHA-256. The module parses no JSON, form or text of its own: a parser of
- *   the app's would have read a body it takes, so the handler reads these
- *   bytes itself, and the same bytes are the same request.
- * A field or file name given more than once keeps every value, in order.
+ *   SHA-256. A parser of the app's would have read a body it takes, so the
+ *   handler reads these bytes itself: the same bytes are the same request.
  */
-function bodyReaderFor(headers: IncomingHttpHeaders, limit: number): BodyReader {
-  const type = (headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-  const bytes = bytesReader(headers['content-type'] ?? '');
-  return type === 'multipart/form-data' ? multipartReader(headers, limit, bytes) : bytes;
+export function bodyReaderFor(headers: IncomingHttpHeaders): BodyReader {
+  const contentType = (headers['content-type'] ?? '').trim();
+  const boundary = boundaryOf(contentType);
+  return boundary === undefined ? bytesReader(contentType) : multipartReader(boundary);
+}
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const PARAMETER = `\\s*;\\s*(${TOKEN})\\s*=\\s*(?:"([^"\\\\]*)"|(${TOKEN}))`;
+const MULTIPART = new RegExp(`^multipart/form-data((?:${PARAMETER})*)\\s*(?:;\\s*)?$`, 'i');
+
+/**
+ * The boundary of a `multipart/form-data` Content-Type that names exactly
+ * one, plainly (a token, or quoted without escapes); else undefined, and the
+ * body is read as bytes, Content-Type and all. A header with two boundaries
+ * could be split by one where a parser splits by the other.
+ */
+function boundaryOf(contentType: string): string | undefined {
+  const parameters = MULTIPART.exec(contentType)?.[1];
+  if (parameters === undefined) return undefined;
+  const boundaries = [...parameters.matchAll(new RegExp(PARAMETER, 'g'))].filter(([, name]) => name.toLowerCase() === 'boundary');
+  return boundaries.length === 1 ? (boundaries[0][2] ?? boundaries[0][3]) : undefined;
 }
 
 function bytesReader(contentType: string): BodyReader {
@@ -127,72 +189,48 @@ function bytesReader(contentType: string): BodyReader {
       hash.update(chunk);
       size += chunk.length;
     },
-    end: async () => ({ readAs: 'bytes', body: { contentType: contentType.trim(), size, sha256: hash.digest('hex') } }),
+    end: () => ({ readAs: 'bytes', body: { contentType, size, sha256: hash.digest('hex') } }),
   };
 }
 
-/** Multipart by its parts; a body busboy cannot read as multipart by its bytes (`whole`), as a retry sends the same ones. */
-function multipartReader(headers: IncomingHttpHeaders, limit: number, whole: BodyReader): BodyReader {
-  const parts: Array<[string, unknown]> = [];
-  const files: Array<Promise<void>> = [];
-  let failed = false;
-  let parser: busboy.Busboy;
-  try {
-    // Field names and values as long as the whole body may be, so that none is ever cut (busboy cuts them at
-    // 100 bytes and 1 MiB by default, and two fields that differ past that would read as one).
-    parser = busboy({ headers, defParamCharset: 'utf8', limits: { fieldNameSize: limit, fieldSize: limit } });
-  } catch {
-    return whole; // no boundary, or not multipart after all
-  }
-  const closed = new Promise<void>((resolve) => {
-    parser.on('close', resolve);
-    parser.on('error', () => {
-      failed = true;
-      resolve();
-    });
-  });
-  parser.on('field', (name, value) => parts.push([name, value]));
-  parser.on('file', (name, stream, { filename, mimeType }) => {
-    const part: [string, unknown] = [name, undefined];
-    parts.push(part);
-    const hash = createHash('sha256');
-    let size = 0;
-    files.push(
-      new Promise((done, fail) => {
-        stream.on('data', (chunk: Buffer) => {
-          hash.update(chunk);
-          size += chunk.length;
-        });
-        stream.on('end', () => {
-          part[1] = { filename, mimeType, size, sha256: hash.digest('hex') };
-          done();
-        });
-        stream.on('error', fail);
-      }),
-    );
-  });
+/**
+ * Multipart by the bytes between its delimiters (`CRLF--boundary`, the first
+ * one without its CRLF): each stretch hashed on its own, and the digest of
+ * their digests in order. Two bodies give one digest only where they are
+ * the same bytes around another boundary, which any multipart parser reads
+ * as the same parts. Delimiters are found as the chunks arrive; a delimiter
+ * cut between two chunks is found across them.
+ */
+function multipartReader(boundary: string): BodyReader {
+  const delimiter = Buffer.from(`\r\n--${boundary}`);
+  const all = createHash('sha256');
+  let stretch = createHash('sha256');
+  let stretches = 0;
+  // The body's first delimiter has no CRLF before it: one is put there, so that every delimiter reads alike.
+  let pending = Buffer.from('\r\n');
+  const closeStretch = () => {
+    all.update(stretch.digest());
+    stretch = createHash('sha256');
+    stretches += 1;
+  };
   return {
     write(chunk) {
-      whole.write(chunk);
-      if (!failed) parser.write(chunk);
+      const data = pending.length > 0 ? Buffer.concat([pending, chunk]) : chunk;
+      let from = 0;
+      for (let at = data.indexOf(delimiter, from); at !== -1; at = data.indexOf(delimiter, from)) {
+        stretch.update(data.subarray(from, at));
+        closeStretch();
+        from = at + delimiter.length;
+      }
+      // What could be the start of a delimiter the next chunk completes waits for it.
+      const safe = Math.max(from, data.length - (delimiter.length - 1));
+      stretch.update(data.subarray(from, safe));
+      pending = Buffer.from(data.subarray(safe));
     },
-    async end() {
-      if (!failed) parser.end();
-      await closed;
-      if (failed) return whole.end();
-      await Promise.all(files);
-      return { readAs: 'multipart', body: byName(parts) };
+    end() {
+      stretch.update(pending);
+      closeStretch();
+      return { readAs: 'multipart', body: { contentType: 'multipart/form-data', stretches, sha256: all.digest('hex') } };
     },
   };
-}
-
-/** Entries by name: one value as it is, several as an array in order. */
-function byName(entries: Iterable<[string, unknown]>): Record<string, unknown> {
-  const values = new Map<string, unknown[]>();
-  for (const [name, value] of entries) {
-    const list = values.get(name);
-    if (list) list.push(value);
-    else values.set(name, [value]);
-  }
-  return Object.fromEntries([...values].map(([name, list]) => [name, list.length === 1 ? list[0] : list]));
 }
