@@ -97,6 +97,43 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     });
   });
 
+  describe('one answer, whatever the replay cache holds', () => {
+    // Pairs a parser may read as one value, or JSON.stringify may write as one text: the second of each, with the first's key.
+    const pairs = [
+      ['{"note":null}', '{"note":1e400}'],
+      ['{"a":[null]}', '{"a":[-1e999]}'],
+      ['{"n":1}', '{"n":1.0}'],
+      ['{"n":0}', '{"n":-0}'],
+      ['{"s":"x"}', '{"s":"\\ud800"}'],
+      ['{"a":1,"b":2}', '{"b":2,"a":1}'],
+      ['{"a":"1"}', '{"a":1}'],
+    ];
+    const send = (app: RunningApp, key: string, json: string) =>
+      Promise.resolve(request(app.url).post('/user-code/any-json').set('Idempotency-Key', key).set('Content-Type', 'application/json').send(json));
+    const answerOf = (answer: request.Response) => `${answer.status}${answer.headers['idempotent-replayed'] === 'true' ? ' replayed' : ''}`;
+
+    it('answers the second of each pair alike from a warm cache, without a cache, and from another instance’s cold one', async () => {
+      const [uncached, cold] = [await start({ replayCacheSize: 0 }), await start()];
+      try {
+        for (const [first, second] of pairs) {
+          const answers: Record<string, string> = {};
+          for (const [name, firstApp, secondApp] of [
+            ['warm', one, one],
+            ['off', uncached, uncached],
+            ['cold', one, cold],
+          ] as const) {
+            const key = unique('cache');
+            expect((await send(firstApp, key, first)).status).toBe(201);
+            answers[name] = answerOf(await send(secondApp, key, second));
+          }
+          expect({ second, ...answers }).toEqual({ second, warm: answers.off, off: answers.off, cold: answers.off });
+        }
+      } finally {
+        await Promise.all([uncached.close(), cold.close()]);
+      }
+    });
+  });
+
   describe('every body is fingerprinted', () => {
     it('tells text bodies apart, however the handler reads them', async () => {
       const key = unique('text');

@@ -37,6 +37,8 @@ export const USER_ROWS_SCHEMA = `
 
 /** Calls to the outside world, by label: shared by every app of a test, as a provider's ledger would be. */
 export const providerCalls = new Map<string, number>();
+/** Runs of the any-json handler, in this process. */
+let anyJsonRuns = 0;
 /** Errors of work the handlers did not await. */
 export const lateErrors: unknown[] = [];
 
@@ -160,6 +162,13 @@ class UserCodeController {
       raw.write('written ');
       raw.end();
     } else Readable.from(['streamed ', 'by the handler']).pipe(raw);
+  }
+
+  /** Any JSON, unvalidated: only the module's fingerprint tells one body from another. */
+  @Post('any-json')
+  @Idempotent()
+  anyJson() {
+    return { run: ++anyJsonRuns };
   }
 
   /** A text body, read as the handler would without the module: parsed (Fastify), or from the stream (Express, no text parser). */
