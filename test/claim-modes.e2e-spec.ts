@@ -107,18 +107,36 @@ describe('claim modes', () => {
     expect((await post(url, '/entries', key, 'other-body')).status).toBe(422);
   });
 
-  it('takes an expired record over at commit, as a first execution', async () => {
+  it.each(CLAIM_MODES)('takes an expired record over, as a first execution (claimed %s)', async (claim) => {
     const events: AttemptEvent[] = [];
-    const { url } = await start({ claim: 'at-commit', replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const { url } = await start({ claim, replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
     const key = newKey();
-    const first = await post(url, '/entries', key, 'expired-at-commit');
+    const first = await post(url, '/entries', key, `expired-${claim}`);
     await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
-    const again = await post(url, '/entries', key, 'expired-at-commit');
+    const again = await post(url, '/entries', key, `expired-${claim}`);
     expect(again.status).toBe(201);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(again.text).not.toBe(first.text);
-    expect(events[1]).toMatchObject({ outcome: 'executed', tookOver: 'expired', claimed: 'at-commit' });
-    expect(await entriesLabelled('expired-at-commit')).toBe(2);
+    expect(events[1]).toMatchObject({ outcome: 'executed', tookOver: 'expired', claimed: claim });
+    expect(await entriesLabelled(`expired-${claim}`)).toBe(2);
+    expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1 AND expires_at > now()`, [key])).toBe(1);
+  });
+
+  it('replays, rolled back, where an instance claiming at commit recorded the key while one claiming first ran (a rolling change of `claim`)', async () => {
+    // The one claiming first holds the key's lock, which a claim at commit never takes: its record finds the key held when it is inserted.
+    const first = await start({ claim: 'first', replayCacheSize: 0 });
+    const atCommit = await start({ claim: 'at-commit', replayCacheSize: 0 });
+    const key = newKey();
+    first.ledger.script.push({ delayMs: 400 });
+    const slow = Promise.resolve(post(first.url, '/entries', key, 'mixed-modes'));
+    await sleep(100);
+    const fast = await post(atCommit.url, '/entries', key, 'mixed-modes');
+    const late = await slow;
+    expect([fast.status, late.status]).toEqual([201, 201]);
+    expect(fast.headers['idempotent-replayed']).toBeUndefined();
+    expect(late.headers['idempotent-replayed']).toBe('true');
+    expect(late.text).toBe(fast.text);
+    expect(await entriesLabelled('mixed-modes')).toBe(1);
   });
 
   it('sends every replay the cache misses through the claim with readFirst: false', async () => {

@@ -17,7 +17,9 @@ const outbox = new OutboxStatements(moduleTablesIn('public'));
 
 const lock = records.tryLock(id).text;
 const read = records.readRecord(id).text;
+const readForClaim = records.readForClaim(id).text;
 const record = records.recordAtCommit(id, 'f', 1, 1, outcome).text;
+const insertRecord = records.insertRecord(id, 'f', 1, outcome).text;
 const claim = records.claim(id, 'f', 1, 1).text;
 const bareEvent = outbox.insert(event, true).text;
 const eventAtCommit = outbox.insertForOperation(id, '', 0, event, true, true).text;
@@ -39,12 +41,12 @@ function script(name: string): string {
 
 describe('the pgbench scripts', () => {
   it.each([
-    ['bare', [bareEvent], [lock, read, record, claim]],
-    ['bare-pipelined', [bareEvent], [lock, read, record, claim]],
-    ['guarded-first', [lock, read, eventAtCommit, record], [claim]],
-    ['guarded-first-units', [lock, read, eventAtCommit, record], [claim]],
-    ['at-commit', [eventAtCommit, record], [lock, read, claim]],
-    ['claim-first-two-writes', [claim, eventOfRecord], [lock, read, record]],
+    ['bare', [bareEvent], [lock, read, readForClaim, record, insertRecord, claim]],
+    ['bare-pipelined', [bareEvent], [lock, read, readForClaim, record, insertRecord, claim]],
+    ['guarded-first', [lock, readForClaim, eventAtCommit, insertRecord], [read, record, claim]],
+    ['guarded-first-units', [lock, readForClaim, eventAtCommit, insertRecord], [read, record, claim]],
+    ['at-commit', [eventAtCommit, record], [lock, read, readForClaim, insertRecord, claim]],
+    ['claim-first-two-writes', [claim, eventOfRecord], [lock, read, readForClaim, record, insertRecord]],
   ])('%s sends the module statements it stands for, in order, and no others', (name, sent, absent) => {
     const text = script(name);
     const positions = sent.map((statement) => text.indexOf(shape(statement)));

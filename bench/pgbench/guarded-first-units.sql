@@ -10,11 +10,10 @@
 \set lock_key hash_fnv1a(:key)
 \set order_ref random(1000000000000000000, 9223372036854775806)
 \set quantity 2
--- The record's text literal that starts with a colon is written E'\x3a…': pgbench reads a colon before a name as a variable, in literals too.
 \startpipeline
 BEGIN;
 SELECT pg_try_advisory_xact_lock(:lock_key::bigint) AS locked, now() AS database_now;
-SELECT fingerprint, status, response_status, response_headers, response_body, expires_at, now() AS database_now FROM "public".idempotency_records WHERE scope = :scope AND operation = :operation AND key = :key AND expires_at > clock_timestamp();
+SELECT fingerprint, status, response_status, response_headers, response_body, expires_at, now() AS database_now, expires_at > clock_timestamp() AS live FROM "public".idempotency_records WHERE scope = :scope AND operation = :operation AND key = :key;
 \endpipeline
 \startpipeline
 SAVEPOINT idempotency_unit;
@@ -34,29 +33,8 @@ SELECT (substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || su
 RETURNING id;
 \endpipeline
 \startpipeline
-WITH wait AS MATERIALIZED (
-       SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', (CASE current_setting('statement_timeout') WHEN '0' THEN :wait::int
-              ELSE (SELECT greatest(1, floor(least(:wait::int, greatest(ms * 0.75, ms - 50))))::int
-                      FROM (SELECT date_part('epoch', current_setting('statement_timeout')::interval) * 1000 AS ms) AS statement_timeout) END)::text || 'ms', true) AS applied),
-     claim AS (
-       INSERT INTO "public".idempotency_records AS r
-              (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
-       SELECT :scope, :operation, :key, :fingerprint, 'completed', :response_status::smallint, :response_headers::jsonb, :response_body::text, now(), now(), now() + :retention_ms * interval '1 millisecond' FROM wait
-       ON CONFLICT (scope, operation, key) DO UPDATE
-         SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response_status = EXCLUDED.response_status,
-             response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, created_at = EXCLUDED.created_at,
-             completed_at = EXCLUDED.completed_at, expires_at = EXCLUDED.expires_at
-         WHERE r.expires_at <= clock_timestamp() AND r.status <> 'in_progress'
-       RETURNING (xmax <> 0) AS took_over, expires_at),
-     found AS (
-       SELECT true AS claimed, took_over, expires_at, NULL AS fingerprint, NULL AS status, NULL::smallint AS response_status,
-              NULL::jsonb AS response_headers, NULL AS response_body
-         FROM claim
-       UNION ALL
-       SELECT false, false, expires_at, fingerprint, status, response_status, response_headers, response_body
-         FROM "public".idempotency_records
-        WHERE scope = :scope AND operation = :operation AND key = :key AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claim))
-SELECT found.took_over, found.expires_at, now() AS database_now, set_config('lock_timeout', (SELECT previous FROM wait), true) AS lock_timeout, CASE WHEN found.claimed IS TRUE THEN 1 ELSE (coalesce(found.claimed, false)::text || E'\x3aidempotency-key-held-at-commit')::int END AS taken
-  FROM (SELECT) AS one LEFT JOIN found ON true;
+INSERT INTO "public".idempotency_records (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+VALUES (:scope, :operation, :key, :fingerprint, 'completed', :response_status::smallint, :response_headers::jsonb, :response_body::text, now(), now(), now() + :retention_ms * interval '1 millisecond')
+RETURNING false AS took_over, expires_at, now() AS database_now;
 COMMIT;
 \endpipeline

@@ -1,4 +1,4 @@
-import { asUnavailable, isConnectionLost } from './database-errors.js';
+import { asUnavailable, isConnectionLost, isKeyHeldAtCommit } from './database-errors.js';
 import { isNamedStatementLost, unnamedAfter } from './named-statements.js';
 import { IdempotencyDatabaseUnavailableException } from '../errors/idempotency.exceptions.js';
 
@@ -47,5 +47,19 @@ describe('a named statement a pooler lost', () => {
     expect(options.preparedStatements).toBe(true);
     unnamedAfter(mixedUp, options);
     expect(options.preparedStatements).toBe(false);
+  });
+});
+
+describe('isKeyHeldAtCommit', () => {
+  const violation = (constraint: string) => Object.assign(new Error(`duplicate key value violates unique constraint "${constraint}"`), { code: '23505', constraint });
+
+  it.each([
+    ['the records’ primary key violated by the plain insert', violation('idempotency_records_pkey'), true],
+    ['the same, wrapped by TypeORM', Object.assign(new Error('failed'), { driverError: violation('idempotency_records_pkey') }), true],
+    ['a unique violation of the handler’s own table', violation('orders_sku_key'), false],
+    ['the claim at commit’s cast', Object.assign(new Error('invalid input syntax for type integer: "false:idempotency-key-held-at-commit"'), { code: '22P02' }), true],
+    ['another invalid text representation', Object.assign(new Error('invalid input syntax for type integer: "x"'), { code: '22P02' }), false],
+  ])('%s', (_case, error, held) => {
+    expect(isKeyHeldAtCommit(error)).toBe(held);
   });
 });

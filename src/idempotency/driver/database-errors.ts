@@ -1,6 +1,7 @@
 import { HttpException } from '@nestjs/common';
 import { isNamedStatementLost } from './named-statements.js';
 import { IdempotencyDatabaseUnavailableException, IdempotencyPrivilegeError, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
+import { RECORDS_PRIMARY_KEY } from '../records/idempotency-record.entity.js';
 import { KEY_HELD_AT_COMMIT } from '../records/record.statements.js';
 
 const LOCK_NOT_AVAILABLE = '55P03';
@@ -9,6 +10,7 @@ const DEADLOCK_DETECTED = '40P01';
 const INVALID_TEXT_REPRESENTATION = '22P02';
 const QUERY_CANCELED = '57014';
 const INSUFFICIENT_PRIVILEGE = '42501';
+const UNIQUE_VIOLATION = '23505';
 
 /**
  * SQLSTATE classes and codes of a lost or refused connection: the connection
@@ -72,14 +74,24 @@ export function isStatementCancelled(error: unknown): boolean {
 }
 
 /**
- * The claim at commit found the key held, and so failed its transaction:
- * COMMIT rolled everything back. Told by its message as well as its code,
- * so that a failure of the handler's own at COMMIT (a deferred trigger's) is
- * never taken for it.
+ * The record sent with COMMIT found the key held, and so failed its
+ * transaction: COMMIT rolled everything back. `recordAtCommit` fails so
+ * (told by its message as well as its code), and `insertRecord` with a
+ * unique violation of the records' primary key; no failure of the handler's
+ * own at COMMIT (a deferred trigger's) is ever taken for it.
  */
 export function isKeyHeldAtCommit(error: unknown): boolean {
-  const failure = (error as { driverError?: { code?: string; message?: string } }).driverError ?? (error as { code?: string; message?: string });
+  const failure = (error as { driverError?: DatabaseFailure }).driverError ?? (error as DatabaseFailure);
+  if (failure.code === UNIQUE_VIOLATION) return failure.constraint === RECORDS_PRIMARY_KEY;
   return failure.code === INVALID_TEXT_REPRESENTATION && typeof failure.message === 'string' && failure.message.includes(KEY_HELD_AT_COMMIT);
+}
+
+/** The fields of a PostgreSQL error node-postgres sets, as far as they are read here. */
+interface DatabaseFailure {
+  code?: string;
+  message?: string;
+  /** The constraint a violation names. */
+  constraint?: string;
 }
 
 /** A failure of one of the module's own statements, with the fix named where it is the role's (see `IdempotencyPrivilegeError`). */

@@ -7,8 +7,8 @@ import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
-import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type RecordedAtCommitRow } from '../records/record.statements.js';
-import { type RecordId, toStoredRecord } from '../records/stored-record.js';
+import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type ReadForClaimRow, type RecordedAtCommitRow } from '../records/record.statements.js';
+import { type EncodedOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
@@ -94,23 +94,24 @@ export class OneTransactionFlow {
    * `wait` (409 after), then read again: its outcome, or the key, if it
    * rolled back.
    */
-  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false } | { settled: Settled }> {
+  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false; expired: boolean } | { settled: Settled }> {
     const started = performance.now();
     const lock = this.tables.of(IdempotencyStatements).tryLock(id);
-    const read = this.tables.of(IdempotencyStatements).readRecord(id);
+    const read = this.tables.of(IdempotencyStatements).readForClaim(id);
     // The savepoint rides along; it is only ever rolled back to once the key is this request's.
     const begun = await this.timed(steps, started, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', lock, read, ...this.savepoint(terms)));
     const { transaction } = begun;
     try {
       const [{ locked, database_now }] = begun.results[0].rows as Array<{ locked: boolean; database_now: Date }>;
-      let [holder] = begun.results[1].rows as LiveRecordRow[];
+      let [found] = begun.results[1].rows as ReadForClaimRow[];
       if (!locked) {
         steps.collided = true;
         const waited = await this.timed(steps, started, this.inProgressOnLockTimeout(steps, terms, transaction.queryTogether(this.tables.of(IdempotencyStatements).waitForLock(id, terms.wait), read)));
-        [holder] = waited[1].rows as LiveRecordRow[];
+        [found] = waited[1].rows as ReadForClaimRow[];
       }
+      const holder = found?.live ? found : undefined;
       this.replays.observe(id.operation, holder !== undefined);
-      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention), byRecord: false };
+      if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention), byRecord: false, expired: found !== undefined };
       await transaction.rollback();
       return { settled: this.replayOf(holder, id, fingerprint, terms) };
     } catch (error) {
@@ -178,7 +179,7 @@ export class OneTransactionFlow {
     terms: OneTransactionTerms,
     next: CallHandler,
     isolation: IsolationLevel,
-    claimed: { expiresAt: Date; byRecord: boolean } | undefined,
+    claimed: { expiresAt: Date; byRecord: boolean; expired?: boolean } | undefined,
   ): Promise<FlowEnding<OneTransactionSettled>> {
     const expiresAt = claimed?.expiresAt;
     const handled = await this.handler.run(transaction, runner, id, terms, next, steps, isolation, expiresAt !== undefined);
@@ -204,7 +205,7 @@ export class OneTransactionFlow {
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const written = { id, fingerprint: fingerprint.value };
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { ...written, expiresAt } : written, handled.outcome);
-    const record = claimed?.byRecord ? this.tables.of(IdempotencyStatements).completeClaim(id, outcome) : this.tables.of(IdempotencyStatements).recordAtCommit(id, fingerprint.value, terms.retention, terms.wait, outcome);
+    const record = this.recordOf(claimed, id, fingerprint, terms, outcome);
     let committed: { rows: RecordedAtCommitRow[] } | undefined;
     try {
       committed = await this.commitRecord(transaction, id, terms, steps, record);
@@ -223,6 +224,20 @@ export class OneTransactionFlow {
     const [row] = committed.rows;
     if (row.took_over) steps.tookOver = 'expired';
     return { steps, settled: executed(handled, row) };
+  }
+
+  /**
+   * The statement that records the outcome. Claimed by its in-progress
+   * record, it completes it. Claimed first under the key's lock, with no
+   * record found, a plain insert; with an expired one, and claimed at
+   * commit, the insert that takes an expired record over and fails when the
+   * key is held.
+   */
+  private recordOf(claimed: { byRecord: boolean; expired?: boolean } | undefined, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, outcome: EncodedOutcome): PreparedStatement {
+    const statements = this.tables.of(IdempotencyStatements);
+    if (claimed?.byRecord) return statements.completeClaim(id, outcome);
+    if (claimed && !claimed.expired) return statements.insertRecord(id, fingerprint.value, terms.retention, outcome);
+    return statements.recordAtCommit(id, fingerprint.value, terms.retention, terms.wait, outcome);
   }
 
   /**

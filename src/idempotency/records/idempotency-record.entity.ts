@@ -7,7 +7,8 @@ import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
  */
 export type IdempotencyRecordStatus = 'in_progress' | 'completed' | 'failed';
 
-const PRIMARY_KEY = 'idempotency_records_pkey';
+/** The primary key, (scope, operation, key), as the migration names it too: a unique violation of it is a key held (see `isKeyHeldAtCommit`). */
+export const RECORDS_PRIMARY_KEY = 'idempotency_records_pkey';
 
 /**
  * One idempotency key of one tenant scope and operation, and the outcome it
@@ -26,14 +27,14 @@ const PRIMARY_KEY = 'idempotency_records_pkey';
 @Check('idempotency_records_outcome_chk', `status = 'in_progress' OR response_status IS NOT NULL`)
 export class IdempotencyRecord {
   /** The tenant (and route version) the key belongs to. */
-  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
+  @PrimaryColumn('text', { primaryKeyConstraintName: RECORDS_PRIMARY_KEY })
   scope: string;
 
   /** e.g. `POST /orders/:id/payments`. */
-  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
+  @PrimaryColumn('text', { primaryKeyConstraintName: RECORDS_PRIMARY_KEY })
   operation: string;
 
-  @PrimaryColumn('text', { primaryKeyConstraintName: PRIMARY_KEY })
+  @PrimaryColumn('text', { primaryKeyConstraintName: RECORDS_PRIMARY_KEY })
   key: string;
 
   /** SHA-256 hex of the canonical request fields. */

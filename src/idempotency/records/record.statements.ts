@@ -63,6 +63,12 @@ export interface LiveRecordRow extends RecordRow {
   database_now: Date;
 }
 
+/** The row of `readForClaim`: the key's record, live or expired, with the database's `now()`. */
+export interface ReadForClaimRow extends LiveRecordRow {
+  /** Not expired yet: the key is held. Expired, its record is taken over when the claim's outcome is recorded. */
+  live: boolean;
+}
+
 /** A row of `findLive`: a live record, and the position of its key among those asked for. */
 export interface FoundLiveRow extends LiveRecordRow {
   i: number;
@@ -72,10 +78,13 @@ export interface FoundLiveRow extends LiveRecordRow {
  * The SQL of the one-transaction flow, as named prepared statements.
  *
  * A key claimed first is guarded by its advisory lock (`tryLock`,
- * `waitForLock`) and read (`readRecord`); either way the completed record is
- * inserted with COMMIT (`recordAtCommit`). `claim`, which inserts an
- * in-progress record, only probes the key after a handler claimed at commit
- * failed: rolled back, it waits for an owner in flight as a claim would.
+ * `waitForLock`) and read (`readForClaim`). A key that had no record gets
+ * one by a plain `INSERT` sent with COMMIT (`insertRecord`); one whose record
+ * expired, and a key claimed at commit, by `recordAtCommit`, which takes an
+ * expired record over and finds the key held as a claim would. `claim`,
+ * which inserts an in-progress record, claims first above READ COMMITTED,
+ * and probes the key after a handler claimed at commit failed: rolled back,
+ * it waits for an owner in flight as a claim would.
  *
  * The claim inserts an in-progress record, or takes over an expired,
  * finished one (an expired phased claim is the completer's to resolve). A
@@ -100,6 +109,8 @@ export class IdempotencyStatements {
   private readonly completeClaimText: PreparedText;
   private readonly findLiveText: PreparedText;
   private readonly readText: PreparedText;
+  private readonly readForClaimText: PreparedText;
+  private readonly insertRecordText: PreparedText;
   private readonly tryLockText = prepared('idempotency.try-lock', 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, now() AS database_now');
   private readonly waitForLockText = prepared(
     'idempotency.wait-for-lock',
@@ -129,6 +140,16 @@ export class IdempotencyStatements {
       'idempotency.read',
       `SELECT ${RECORD_COLUMNS}, now() AS database_now FROM ${records} WHERE scope = $1 AND operation = $2 AND key = $3 AND expires_at > clock_timestamp()`,
     );
+    this.readForClaimText = prepared(
+      'idempotency.read-for-claim',
+      `SELECT ${RECORD_COLUMNS}, now() AS database_now, expires_at > clock_timestamp() AS live FROM ${records} WHERE scope = $1 AND operation = $2 AND key = $3`,
+    );
+    this.insertRecordText = prepared(
+      'idempotency.insert-record',
+      `INSERT INTO ${records} (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+       VALUES ($1, $2, $3, $4, 'completed', $6::smallint, $7::jsonb, $8::text, now(), now(), now() + $5 * interval '1 millisecond')
+       RETURNING false AS took_over, expires_at, now() AS database_now`,
+    );
   }
 
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
@@ -149,6 +170,19 @@ export class IdempotencyStatements {
       ...this.recordAtCommitText,
       values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs), outcome.status, outcome.headers, outcome.body],
     };
+  }
+
+  /**
+   * The completed record of a key claimed first that had none, sent with
+   * COMMIT: a plain `INSERT`, since the key's advisory lock keeps every other
+   * claim first away from it, and its read found no row. A claim that takes
+   * no lock (at commit, or above READ COMMITTED) may still have inserted the
+   * key meanwhile: the insert then waits for it, and fails with a unique
+   * violation of the primary key if it committed (`isKeyHeldAtCommit`), as
+   * `recordAtCommit` fails when the key is held.
+   */
+  insertRecord(id: RecordId, fingerprint: string, retentionMs: number, outcome: EncodedOutcome): PreparedStatement {
+    return { ...this.insertRecordText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, outcome.status, outcome.headers, outcome.body] };
   }
 
   /**
@@ -173,6 +207,11 @@ export class IdempotencyStatements {
   /** The live record that holds the key, with a fresh snapshot. */
   readRecord(id: RecordId): PreparedStatement {
     return { ...this.readText, values: [id.scope, id.operation, id.key] };
+  }
+
+  /** The key's record, live or expired (`live` tells), read once the key's lock is held: whether the claim's record is inserted or takes an expired one over. */
+  readForClaim(id: RecordId): PreparedStatement {
+    return { ...this.readForClaimText, values: [id.scope, id.operation, id.key] };
   }
 
   /**
