@@ -1,7 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Observable } from 'rxjs';
+import { ContextSlot } from '../transactions/request-context.js';
 
-const runs = new AsyncLocalStorage<HandlerRun>();
+const runs = new ContextSlot<HandlerRun>('handler run');
 
 /** What became of a handler a flow waited for. */
 export type HandlerSettlement = 'settled' | 'still-running';
@@ -34,7 +34,7 @@ export class HandlerRun {
 
   /** Called by a decorated method with what it returned: the first such call of a run is its handler. */
   static called(returned: unknown): void {
-    const run = runs.getStore();
+    const run = runs.get();
     if (!run || run.called) return;
     run.called = true;
     if (typeof (returned as PromiseLike<unknown> | undefined)?.then !== 'function') return;

@@ -1,7 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EntityManager } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
 import type { RecordId } from '../records/stored-record.js';
+import { ContextSlot } from './request-context.js';
 
 /**
  * The idempotent operation a transaction belongs to: the record's id, the
@@ -34,16 +34,16 @@ export interface OperationTransaction {
   send<Row>(statement: PreparedStatement): Promise<Row[]>;
 }
 
-const storage = new AsyncLocalStorage<OperationScope>();
+const operations = new ContextSlot<OperationScope>('idempotent operation');
 
 /** Where the flows say which operation their transaction runs, and where the outbox reads it. */
 export const CurrentOperation = {
   /** Runs `work` as (a phase of) the operation `id`, with a fresh event count. */
   run<T>(id: RecordId, work: () => T, { phase = '', recordAtCommit = false, transaction }: { phase?: string; recordAtCommit?: boolean; transaction?: OperationTransaction } = {}): T {
-    return storage.run({ id, phase, recordAtCommit, events: 0, transaction }, work);
+    return operations.run({ id, phase, recordAtCommit, events: 0, transaction }, work);
   },
 
   get(): OperationScope | undefined {
-    return storage.getStore();
+    return operations.get();
   },
 };

@@ -1,7 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { QueryRunner } from 'typeorm';
 import { LockHeldByRequestError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf } from '../driver/database-errors.js';
+import { ContextSlot } from './request-context.js';
 import { wrapMethod } from './wrap-method.js';
 
 /** What the watch asks of the request a statement escaped from: `RequestTransaction`. */
@@ -18,7 +18,7 @@ export interface EscapedRequest {
  */
 const CHECK_EVERY_MS = 1000;
 
-const escapes = new AsyncLocalStorage<EscapedRequest>();
+const escapes = new ContextSlot<EscapedRequest>('request escaped from');
 
 /** "canceling statement due to user request", as pg_cancel_backend() fails it. */
 const QUERY_CANCELED = '57014';
@@ -41,7 +41,7 @@ export const LockWaitWatch = {
 
   /** Watches `runner`'s statements, where it was created in work escaped from an open request. */
   watch(runner: QueryRunner): QueryRunner {
-    const request = escapes.getStore();
+    const request = escapes.get();
     if (!request?.isOpen) return runner;
     wrapMethod(runner, 'query', (query) =>
       async function (this: QueryRunner, ...args: unknown[]) {

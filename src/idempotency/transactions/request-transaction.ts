@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Readable } from 'node:stream';
 import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
@@ -6,6 +5,7 @@ import { type SharedRollbackError, StatementRefusedError, TransactionClosedError
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
+import { ContextSlot } from './request-context.js';
 import { cursorStream } from './cursor-stream.js';
 import { type ClientGuard, guardedClient } from './guarded-client.js';
 import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
@@ -96,7 +96,7 @@ class Unit {
 }
 
 /** The unit of work the caller runs in, if any (a `Unit`, or a transaction's own scope): everything it starts belongs to it. */
-const units = new AsyncLocalStorage<object>();
+const units = new ContextSlot<object>('unit of work');
 const byRunner = new WeakMap<QueryRunner, RequestTransaction>();
 const logger = new Logger('Idempotency');
 
@@ -228,7 +228,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
 
   /** What the guard of the request's client asks (see `guardedClient`). */
   readonly clientGuard: ClientGuard = {
-    sendsOwn: () => units.getStore() === this.ownScope,
+    sendsOwn: () => units.get() === this.ownScope,
     closedError: () => (this.accepting ? undefined : this.closedError()),
   };
   /** TypeORM's own broadcast of the runner's events. */
@@ -308,7 +308,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    * would start, end or escape a transaction.
    */
   query(owner: StatementOwner, args: unknown[]): Promise<unknown> {
-    const scope = units.getStore();
+    const scope = units.get();
     if (scope === this.ownScope) return this.send(args);
     const inUnit = this.isUnit(scope);
     if (!this.isOpen && !(inUnit && this.accepting)) return this.late(() => this.onItsOwn(owner, args));
@@ -385,7 +385,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
 
   /** Whether the caller runs inside a unit of this transaction that has not ended. */
   get inUnit(): boolean {
-    return this.isUnit(units.getStore());
+    return this.isUnit(units.get());
   }
 
   private isUnit(scope: object | undefined): boolean {
@@ -545,7 +545,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    * as part of the unit the caller already runs in.
    */
   unit<T>(work: () => Promise<T>, options: UnitOptions = {}): Promise<T> {
-    const scope = units.getStore();
+    const scope = units.get();
     if (scope === this.ownScope || this.isUnit(scope)) return work();
     if (!this.isOpen) return Promise.reject(this.closedError());
     if (this.abortedBy) return Promise.reject(this.abortedBy);

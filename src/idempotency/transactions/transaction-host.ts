@@ -1,10 +1,10 @@
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { type DataSource, type EntityManager, type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { IdempotencyDataSource } from './idempotency-data-source.js';
 import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
 import { RequestTransaction } from './request-transaction.js';
 import { LockWaitWatch } from './lock-wait-watch.js';
+import { ContextSlot } from './request-context.js';
 import { dataSourceOf, joinTransactions } from './transaction-join.js';
 
 /**
@@ -21,7 +21,7 @@ import { dataSourceOf, joinTransactions } from './transaction-join.js';
  * `RequestTransaction`.
  *
  * Everything started inside a request inherits its context, timers too (an
- * `AsyncLocalStorage`): work that runs while the request's transaction is
+ * `AsyncLocalStorage`, see `ContextSlot`): work that runs while the request's transaction is
  * open joins it. Work that comes after the request committed (a saga, an
  * event handler, a timer) runs on connections of its own, as it would have
  * without the module; after the request rolled back, it fails with
@@ -34,7 +34,7 @@ import { dataSourceOf, joinTransactions } from './transaction-join.js';
  */
 @Injectable()
 export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
-  private readonly storage = new AsyncLocalStorage<EntityManager>();
+  private readonly current = new ContextSlot<EntityManager>('current transaction');
   private unjoin?: () => void;
 
   constructor(private readonly served: IdempotencyDataSource) {}
@@ -47,7 +47,7 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * transaction's connection was lost.
    */
   get manager(): EntityManager {
-    const manager = this.storage.getStore();
+    const manager = this.current.get();
     if (!manager) return this.served.dataSource.manager;
     const runner = manager.queryRunner;
     const request = runner && RequestTransaction.of(runner);
@@ -65,12 +65,12 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
 
   /** Whether the caller runs inside an idempotent request's transaction (or runs work that outlived it). */
   get isTransactional(): boolean {
-    return this.storage.getStore() !== undefined;
+    return this.current.get() !== undefined;
   }
 
   /** Runs `work` with `manager` as the current transaction. */
   run<T>(manager: EntityManager, work: () => T): T {
-    return this.storage.run(manager, work);
+    return this.current.run(manager, work);
   }
 
   /**
@@ -93,10 +93,10 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * this.timer ??= this.tx.outside(() => setInterval(() => this.flush(), 1000));
    */
   outside<T>(work: () => T): T {
-    const runner = this.storage.getStore()?.queryRunner;
+    const runner = this.current.get()?.queryRunner;
     const request = runner && RequestTransaction.of(runner);
     // Its QueryRunners are watched for waiting on the request's own locks (see LockWaitWatch).
-    return request?.isOpen ? LockWaitWatch.escaped(request, () => this.storage.exit(work)) : this.storage.exit(work);
+    return request?.isOpen ? LockWaitWatch.escaped(request, () => this.current.run(undefined, work)) : this.current.run(undefined, work);
   }
 
   /** Makes the served DataSource's repositories and managers join the current transaction (see transaction-join.ts). */
@@ -123,7 +123,7 @@ export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
    * the caller's only while it is open.
    */
   private joinable(dataSource: DataSource, defaultManager: EntityManager): QueryRunner | undefined {
-    const manager = this.storage.getStore();
+    const manager = this.current.get();
     // The default manager's own queryRunner is the joined one: reading it here would recurse.
     if (!manager || manager === defaultManager || dataSourceOf(manager) !== dataSource) return undefined;
     const runner = manager.queryRunner;

@@ -1,7 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EventEmitter } from 'node:events';
 import type { DataSource, EntityManager } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency.exceptions.js';
+import { ContextSlot } from '../request-context.js';
 import type { RequestTransaction, TransactionEnd } from '../request-transaction.js';
 import { wrapMethod } from '../wrap-method.js';
 import type { LibraryJoin, Outside } from './library-join.js';
@@ -29,7 +29,7 @@ interface Start {
   emitter?: EventEmitter | null;
 }
 
-const starts = new AsyncLocalStorage<Start>();
+const starts = new ContextSlot<Start>('typeorm-transactional start');
 
 /**
  * Joins typeorm-transactional where the app added the served DataSource to
@@ -97,7 +97,7 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
   const store = context.getTransactionalContext() as unknown as ContextStore;
   const unwrapRun = wrapMethod(store, 'run', (run) =>
     function (this: ContextStore, callback: () => unknown) {
-      const start = starts.getStore();
+      const start = starts.get();
       // After the request committed, the library's methods run as they would on their own.
       if (start?.state !== 'joined' || start.transaction.state === 'committed') return run.call(this, callback);
       return run.call(this, () => start.transaction.unit(async () => callback()));
@@ -105,7 +105,7 @@ export async function joinTypeormTransactional(dataSource: DataSource, outside: 
   );
   const unwrapTransaction = wrapMethod(dataSource, 'transaction', (transaction) =>
     function (this: DataSource, ...args: unknown[]) {
-      const start = starts.getStore();
+      const start = starts.get();
       if (!start || start.state === 'apart') return transaction.apply(this, args);
       if (start.state === 'starting') {
         start.state = 'joined';
