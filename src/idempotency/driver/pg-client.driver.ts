@@ -33,6 +33,13 @@ export interface PgClient {
   connection?: { stream?: { cork?(): void; uncork?(): void }; parsedStatements?: Record<string, string> };
 }
 
+/** node-postgres's `Query` (`Client.Query`), as far as a statement built on it is sent: `client.query(query)` submits it as it is. */
+interface PgQuery {
+  name?: string;
+  callback?: (error: Error | null, result: StatementResult<unknown>) => void;
+}
+type PgQueryClass = new (text: string, values?: unknown[]) => PgQuery;
+
 /** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
 interface TypeOrmTransactionState {
   isTransactionActive: boolean;
@@ -258,9 +265,27 @@ export class PgClientDriver implements TransactionDriver {
    * `afterLostStatement`).
    */
   private send<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
-    return this.client.query<Row>(this.asSent(statement)).catch((error: unknown) => {
+    return this.submit<Row>(this.asSent(statement)).catch((error: unknown) => {
       if (isNamedStatementLost(error)) this.lost ??= error;
       throw error;
+    });
+  }
+
+  /**
+   * A statement with parameters, built as node-postgres's `Query` from its
+   * text: `client.query()` copies a config object descriptor by descriptor
+   * before it builds one (pg 8's `cloneQueryConfig`), a microsecond and four
+   * objects of garbage per statement, and wraps its promise in one more.
+   */
+  private submit<Row>(statement: TransactionStatement | Statement): Promise<StatementResult<Row>> {
+    // pg's `Query` class, where the client has one (pg-native's has none).
+    const Query = (this.client.constructor as { Query?: PgQueryClass }).Query;
+    if (typeof statement === 'string' || !Query) return this.client.query<Row>(statement);
+    const query = new Query(statement.text, statement.values);
+    if ('name' in statement) query.name = statement.name;
+    return new Promise<StatementResult<Row>>((resolve, reject) => {
+      query.callback = (error, result) => (error ? reject(error) : resolve(result as StatementResult<Row>));
+      this.client.query(query as unknown as Statement);
     });
   }
 

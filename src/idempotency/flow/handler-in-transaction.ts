@@ -105,7 +105,8 @@ export class HandlerInTransaction {
   private async settled({ run, joined }: RunningHandler): Promise<'settled' | 'still-running'> {
     const settlement = await run.settled(this.options.settleTimeout);
     joined.shut();
-    if (!(await settlesWithin(joined.drain(), this.options.settleTimeout))) return 'still-running';
+    const draining = joined.drain();
+    if (draining && !(await settlesWithin(draining, this.options.settleTimeout))) return 'still-running';
     await joined.rollBackLeftOpen();
     return settlement;
   }

@@ -534,10 +534,11 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    * Settles once every unit started so far has: the flow waits for it
    * before COMMIT or ROLLBACK, so that a write the handler started without
    * awaiting it, while the transaction was open, is part of it, rather than
-   * turned away halfway.
+   * turned away halfway. Undefined when no unit is in flight: nothing to
+   * wait for, and no timer to set.
    */
-  drain(): Promise<unknown> {
-    return this.lastUnit;
+  drain(): Promise<unknown> | undefined {
+    return this.running === 0 ? undefined : this.lastUnit;
   }
 
   /**
