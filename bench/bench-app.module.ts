@@ -7,6 +7,7 @@ import { dataSourceOptions } from '../src/demo/database/data-source-options.js';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../src/idempotency/index.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';
+import { BenchOutboxEvent, CreateBenchOutboxEvents1764400099000 } from './outbox-row-order.js';
 import { type PeerOptions, PeerOrdersModule } from './peer-orders.controller.js';
 
 /** What the bench app is started with. */
@@ -46,7 +47,7 @@ export class BenchAppModule {
     return {
       module: BenchAppModule,
       imports: [
-        lent ? LentDataSourceModule.forRoot(lent) : TypeOrmModule.forRoot(withConnections(dataSourceOptions(options.databaseUrl), options)),
+        lent ? LentDataSourceModule.forRoot(lent) : TypeOrmModule.forRoot(withConnections(withBenchTables(dataSourceOptions(options.databaseUrl)), options)),
         IdempotencyModule.forRoot({ ...options.idempotency, tenant: () => BENCH_TENANT }),
         // The orders write their event to the outbox; no relay runs here (bench:relay measures it).
         IdempotencyOutboxModule.forRoot({}),
@@ -72,6 +73,15 @@ export class BenchAppModule {
 function withConnections(dataSource: DataSourceOptions, { pipeline, poolSize }: Pick<BenchAppOptions, 'pipeline' | 'poolSize'>): DataSourceOptions {
   const extra = { ...dataSource.extra, idleTimeoutMillis: 0, ...(pipeline !== undefined && { pipeline }), ...(poolSize !== undefined && { max: poolSize }) };
   return { ...dataSource, extra } as DataSourceOptions;
+}
+
+/** The demo's entities and migrations, and the bench's own table: the outbox row of the `outbox-row` routes. */
+function withBenchTables(dataSource: DataSourceOptions): DataSourceOptions {
+  return {
+    ...dataSource,
+    entities: [...((dataSource.entities as unknown[]) ?? []), BenchOutboxEvent],
+    migrations: [...((dataSource.migrations as unknown[]) ?? []), CreateBenchOutboxEvents1764400099000],
+  } as DataSourceOptions;
 }
 
 /**

@@ -7,8 +7,9 @@ import { createServer, type RequestListener } from 'node:http';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DataSource } from 'typeorm';
-import type { AppCpu, AppCpuRequest, AppReady } from './load-protocol.js';
+import type { AppAllocations, AppAllocationsRequest, AppCpu, AppCpuRequest, AppReady } from './load-protocol.js';
 import { BenchAppModule, type BenchAppOptions } from './bench-app.module.js';
+import { AllocationRecorder } from './heap-allocations.js';
 
 const LOGGER = ['error', 'warn'] as const;
 
@@ -58,6 +59,20 @@ async function main(): Promise<void> {
     const { user, system } = process.cpuUsage();
     const reply: AppCpu = { type: 'cpu', micros: user + system };
     process.send?.(reply);
+  });
+
+  // bench:allocations records what stretches of load allocate here (heap-allocations.ts).
+  const allocations = new AllocationRecorder();
+  process.on('message', (message: AppAllocationsRequest) => {
+    if (message?.type !== 'allocations-start' && message?.type !== 'allocations-stop') return;
+    const work: Promise<AppAllocations> =
+      message.type === 'allocations-start'
+        ? allocations.start(message.samplingInterval).then(() => ({ type: 'allocations-started' }))
+        : allocations.stop().then((recording) => ({ type: 'allocations-recorded', recording }));
+    void work.then(
+      (reply) => process.send?.(reply),
+      (error: unknown) => process.send?.({ type: 'allocations-failed', message: String(error) } satisfies AppAllocations),
+    );
   });
 
   const ready: AppReady = { type: 'listening', port: address.port };

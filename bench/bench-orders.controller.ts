@@ -5,6 +5,7 @@ import { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { OrdersService } from '../src/demo/orders/orders.service.js';
 import { BareOrderTransaction, BENCH_TENANT } from './bare-order-transaction.js';
+import { OutboxRowOrder } from './outbox-row-order.js';
 import { TwoRowOrder } from './two-row-order.js';
 
 /** Express and Fastify responses both set headers this way. */
@@ -34,6 +35,7 @@ export class BenchOrdersController {
     private readonly orders: OrdersService,
     private readonly bare: BareOrderTransaction,
     private readonly twoRows: TwoRowOrder,
+    private readonly outboxRow: OutboxRowOrder,
   ) {}
 
   /** The framework floor: routing, body parsing and validation, no database. */
@@ -95,6 +97,23 @@ export class BenchOrdersController {
     return order;
   }
 
+  /** The outside harness's handler without the module: an order and an outbox row, two `insert()`s through `TransactionHost.manager` in a plain `dataSource.transaction()`. */
+  @Post('outbox-row/bare')
+  async createOutboxRowBare(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.outboxRow.createBare(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
+  /** The same two inserts behind the module's default. */
+  @Post('outbox-row/idempotent')
+  @Idempotent()
+  async createOutboxRow(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.outboxRow.create(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
   // Another `@Idempotent({ … })` route variant is one more handler like these (see bench/README.md).
 
   /** What every `@Idempotent()` route of the bench runs: the demo's order write, answered like `POST /orders`. */
@@ -108,7 +127,7 @@ export class BenchOrdersController {
 /** The bench routes and the demo's OrdersService they drive. */
 @Module({
   controllers: [BenchOrdersController],
-  providers: [OrdersService, BareOrderTransaction, TwoRowOrder],
-  exports: [BareOrderTransaction],
+  providers: [OrdersService, BareOrderTransaction, TwoRowOrder, OutboxRowOrder],
+  exports: [BareOrderTransaction, OutboxRowOrder],
 })
 export class BenchOrdersModule {}

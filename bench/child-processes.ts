@@ -1,12 +1,15 @@
 import { fileURLToPath } from 'node:url';
 import { SupervisedProcess } from '../harness/supervised-process.js';
 import type { BenchAppOptions } from './bench-app.module.js';
-import type { AppCpu, AppReady, LoadJob, LoadReply, LoadRequest, LoadTarget, PhaseResult } from './load-protocol.js';
+import type { AllocationRecording } from './heap-allocations.js';
+import type { AppAllocations, AppCpu, AppReady, LoadJob, LoadReply, LoadRequest, LoadTarget, PhaseResult } from './load-protocol.js';
 
 /** How long the app may take to run its migrations and listen. */
 const APP_START_TIMEOUT_MS = 60_000;
 /** How long the app may take to answer a CPU reading. */
 const CPU_TIMEOUT_MS = 10_000;
+/** How long the app may take to start or stop recording allocations (stopping builds the sampled profile). */
+const ALLOCATIONS_TIMEOUT_MS = 60_000;
 
 /** The bench app, listening at `url`. */
 export interface BenchAppProcess {
@@ -14,6 +17,10 @@ export interface BenchAppProcess {
   url: string;
   /** The app process's own CPU time so far (user + system), in µs. */
   cpuMicros(): Promise<number>;
+  /** Starts recording the app's allocations (heap-allocations.ts). */
+  startAllocations(samplingInterval: number): Promise<void>;
+  /** Stops recording: what the app allocated since the start. */
+  stopAllocations(): Promise<AllocationRecording>;
 }
 
 /** How long the load generator may take to answer a request of a paired run (closing waits for autocannon's next tick). */
@@ -49,11 +56,27 @@ export async function startBenchApp(options: BenchAppOptions): Promise<BenchAppP
         child.child.send({ type: 'cpu' });
         return (await answer).micros;
       },
+      startAllocations: async (samplingInterval) => void (await askAllocations(child, { type: 'allocations-start', samplingInterval })),
+      stopAllocations: async () => {
+        const reply = await askAllocations(child, { type: 'allocations-stop' });
+        if (reply.type !== 'allocations-recorded') throw new Error(`the bench app answered ${reply.type} to allocations-stop`);
+        return reply.recording;
+      },
     };
   } catch (error) {
     await child.stop();
     throw error;
   }
+}
+
+/** Sends an allocations request to the bench app and waits for its answer; throws with the app's message when it failed. */
+async function askAllocations(child: SupervisedProcess, request: { type: 'allocations-start'; samplingInterval: number } | { type: 'allocations-stop' }): Promise<AppAllocations> {
+  const isAnswer = (message: unknown): message is AppAllocations => ['allocations-started', 'allocations-recorded', 'allocations-failed'].includes((message as AppAllocations)?.type);
+  const answer = child.nextMessage(isAnswer, ALLOCATIONS_TIMEOUT_MS, "the bench app's allocations");
+  child.child.send(request);
+  const reply = await answer;
+  if (reply.type === 'allocations-failed') throw new Error(`bench app: ${reply.message}`);
+  return reply;
 }
 
 /** Forks the compiled load generator. */

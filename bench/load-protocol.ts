@@ -1,3 +1,5 @@
+import type { AllocationRecording } from './heap-allocations.js';
+
 /**
  * Messages between the bench runner and its child processes (the bench
  * apps and the load generator), sent over the IPC channel of `fork()`.
@@ -98,3 +100,12 @@ export interface AppCpu {
   type: 'cpu';
   micros: number;
 }
+
+/** Runner to bench app: start recording allocations (`bench:allocations`), sampling every `samplingInterval` bytes on average; or stop. */
+export type AppAllocationsRequest = { type: 'allocations-start'; samplingInterval: number } | { type: 'allocations-stop' };
+
+/** Bench app to runner: recording started, or what the stretch allocated (see heap-allocations.ts), or why it could not. */
+export type AppAllocations =
+  | { type: 'allocations-started' }
+  | { type: 'allocations-recorded'; recording: AllocationRecording }
+  | { type: 'allocations-failed'; message: string };

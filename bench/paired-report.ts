@@ -1,4 +1,6 @@
-import { type ComparisonSummary, type PairedWindow, pairsOf, type Spread, type VariantSummary } from './paired-statistics.js';
+import type { HeadlineMeasure } from './paired-schedule.js';
+import { type ComparisonSummary, type HeadlineRow, type PairedWindow, pairsOf, type Spread, type VariantSummary } from './paired-statistics.js';
+import type { Twins } from './scenarios.js';
 import { fixed, table } from './report-table.js';
 
 /**
@@ -7,7 +9,7 @@ import { fixed, table } from './report-table.js';
  * holds it, and the CPU differences; then each variant's medians, CPU per
  * request included.
  */
-export function formatPairedReport(comparisons: readonly ComparisonSummary[], variants: readonly VariantSummary[]): string {
+export function formatPairedReport(comparisons: readonly ComparisonSummary[], variants: readonly VariantSummary[], headline?: readonly HeadlineRow[]): string {
   const throughput = table(
     ['comparison', 'pairs', 'req/s ratio', '95% interval', '±', 'p99 ratio', 'IQR of the ratios'],
     comparisons.map((comparison) => [
@@ -61,6 +63,7 @@ export function formatPairedReport(comparisons: readonly ComparisonSummary[], va
     'Paired comparisons: medians of the per-pair ratios (subject ÷ base) and differences (subject − base). The 95% interval',
     'holds the median (order statistics of the pairs); ± is its half-width as a share of the median: what the run resolves.',
     ...(fewPairs ? ["With fewer than 6 pairs the interval is the pairs' range, and holds the median less often than 95%."] : []),
+    ...(headline?.length ? ['', 'Headline: the figures the profile stands for', formatHeadline(headline)] : []),
     '',
     'Throughput',
     throughput,
@@ -73,12 +76,29 @@ export function formatPairedReport(comparisons: readonly ComparisonSummary[], va
   ].join('\n');
 }
 
-/** One window as it is measured, with the pair it closes, if it closes one. */
-export function windowLine(window: PairedWindow, previous: PairedWindow | undefined, label: string, windows: number): string {
+/** A profile's headline as a table: each figure's median, its interval and ±, and the pairs it comes from; `-` where none ran. */
+export function formatHeadline(rows: readonly HeadlineRow[]): string {
+  return table(
+    ['figure', 'median', '95% interval', '±', 'pairs', 'comparison'],
+    rows.map((row) => {
+      const digits = DIGITS[row.measure];
+      const show = (value: number) => (digits === 0 ? signed(value) : fixed(value, digits));
+      return row.spread
+        ? [row.label, show(row.spread.median), interval(row.spread, digits), digits === 0 ? `${fixed((row.spread.high - row.spread.low) / 2, 0)} µs` : halfWidth(row.spread), String(row.pairs), row.comparison ?? '-']
+        : [row.label, '-', '-', '-', '0', row.comparison ?? 'not run'];
+    }),
+  );
+}
+
+/** Ratios to 3 digits (p99's to 2, as in the throughput table), differences of µs whole and signed. */
+const DIGITS: Record<HeadlineMeasure, number> = { throughput: 3, p99: 2, cpu: 3, appCpuMicros: 0, postgresCpuMicros: 0 };
+
+/** One window as it is measured, with the pair it closes, if it closes one (of the run's comparisons). */
+export function windowLine(window: PairedWindow, previous: PairedWindow | undefined, label: string, windows: number, comparisons?: readonly Twins[]): string {
   const { requestsPerSecond, latencyMs, non2xx } = window.measured;
   const redis = window.cpu.redisMicrosPerRequest !== undefined ? ` redis ${fixed(window.cpu.redisMicrosPerRequest, 0)}` : '';
   const cpu = `CPU µs/req app ${fixed(window.cpu.appMicrosPerRequest, 0)} pg ${fixed(window.cpu.postgresMicrosPerRequest ?? NaN, 0)}${redis}`;
-  const [pair] = previous ? pairsOf([previous, window]) : [];
+  const [pair] = previous ? pairsOf([previous, window], comparisons) : [];
   const paired = pair ? `  ${pair.comparison} ${fixed(pair.throughputRatio, 2)}` : '';
   const problems = window.problems.length ? `  PROBLEM: ${window.problems.join('; ')}` : '';
   const numbers = `${fixed(requestsPerSecond, 0).padStart(6)} req/s  p50 ${fixed(latencyMs.p50, 1).padStart(5)} ms  p99 ${fixed(latencyMs.p99, 1).padStart(6)} ms  ${cpu}  non-2xx ${non2xx}`;

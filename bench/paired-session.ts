@@ -9,8 +9,8 @@ import { machineBeforeRun } from './machine-load.js';
 import { renderPairedChart } from './paired-chart.js';
 import type { PairedOptions } from './paired-options.js';
 import { formatPairedReport, windowLine } from './paired-report.js';
-import { CACHE_OFF_MOUNT, NO_SAVEPOINTS_MOUNT, PAIRED_VARIANTS, targetOf, windowSchedule } from './paired-schedule.js';
-import { type PairedWindow, pairsOf, summariseComparisons, summariseVariants } from './paired-statistics.js';
+import { CACHE_OFF_MOUNT, NO_SAVEPOINTS_MOUNT, PAIRED_PROFILES, type PairedProfile, settingsDeviations, targetOf, windowSchedule } from './paired-schedule.js';
+import { headlineOf, type PairedWindow, pairsOf, summariseComparisons, summariseVariants } from './paired-statistics.js';
 import { peerFor } from './peer-setup.js';
 import { currentCommit, describeMachine, round2, runCommand, writeResultFiles } from './results-file.js';
 import { ORDER_BODY, problemsOf, type Scenario } from './scenarios.js';
@@ -28,28 +28,33 @@ const PREPARE_TIMEOUT_MS = 120_000;
  */
 export async function runPairedSession(options: PairedOptions, cleanup: CleanupStack, log: (line: string) => void): Promise<number> {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const profile: PairedProfile = PAIRED_PROFILES[options.profile];
   const notes = [
     'Absolute numbers depend on this machine and on whatever else ran on it (see machine.busyBeforeStart and machine.loadAverage*); compare the paired ratios, each of two neighbouring windows of one app process.',
-    `The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`,
-    `The no-unit-savepoints variant ran on a third, mounted under /${NO_SAVEPOINTS_MOUNT.prefix}.`,
+    ...(CACHE_OFF_MOUNT.prefix in profile.mounts
+      ? [`The replay-cache-off variant ran on a second Nest app in the same process, mounted under /${CACHE_OFF_MOUNT.prefix} on the main app's DataSource (see bench/README.md).`]
+      : []),
+    ...(NO_SAVEPOINTS_MOUNT.prefix in profile.mounts ? [`The no-unit-savepoints variant ran on a third, mounted under /${NO_SAVEPOINTS_MOUNT.prefix}.`] : []),
   ];
+  const deviations = settingsDeviations(profile, options);
+  if (deviations.length) notes.push(`Not the ${profile.name} profile's settings: ${deviations.join(', ')}.`);
   const before = await machineBeforeRun(log);
   if (before.warning) notes.push(before.warning);
   const database = await createBenchDatabase(runId, log);
   cleanup.add('database', database.close);
   const machine = describeMachine(database.description, before.busyShare);
   const peer = await peerFor(options, true, runId, cleanup, notes, log);
-  const variants = PAIRED_VARIANTS.filter((variant) => (!variant.peer || peer) && (!options.only || options.only.includes(variant.id)));
-  if (options.only && variants.length < options.only.length) throw new Error(`--only: no paired variant ${options.only.filter((id) => !variants.some((variant) => variant.id === id)).join(', ')}`);
+  const variants = profile.variants.filter((variant) => (!variant.peer || peer) && (!options.only || options.only.includes(variant.id)));
+  if (options.only && variants.length < options.only.length) throw new Error(`--only: no variant of the ${profile.name} profile ${options.only.filter((id) => !variants.some((variant) => variant.id === id)).join(', ')}`);
   if (!options.pipeline) notes.push("node-postgres pipelining was off on the bench app's DataSource (--no-pipeline).");
-  const schedule = windowSchedule(options.pairs, variants);
+  const schedule = windowSchedule(options.pairs, variants, profile.cycle);
 
   const app = await startBenchApp({
     databaseUrl: database.url,
     poolSize: options.poolSize,
     pipeline: options.pipeline,
     peer,
-    mounted: { [CACHE_OFF_MOUNT.prefix]: CACHE_OFF_MOUNT.idempotency, [NO_SAVEPOINTS_MOUNT.prefix]: NO_SAVEPOINTS_MOUNT.idempotency },
+    mounted: profile.mounts,
   });
   cleanup.add('bench app', () => app.process.stop());
   const load = startLoadGenerator();
@@ -90,15 +95,16 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
       problems: problemsOf(variant, [measured]),
     };
     windows.push(window);
-    log(windowLine(window, windows[position - 1], variant.label, schedule.length));
+    log(windowLine(window, windows[position - 1], variant.label, schedule.length, profile.comparisons));
   }
   await whileAppRuns(load.close());
   machine.loadAverageAtEnd = loadavg().map(round2);
 
-  const pairs = pairsOf(windows);
-  const comparisons = summariseComparisons(pairs);
+  const pairs = pairsOf(windows, profile.comparisons);
+  const comparisons = summariseComparisons(pairs, profile.comparisons);
   const summaries = summariseVariants(variants, windows);
-  console.log(`\n${formatPairedReport(comparisons, summaries)}\n`);
+  const headline = profile.headline && headlineOf(profile.headline, comparisons);
+  console.log(`\n${formatPairedReport(comparisons, summaries, headline)}\n`);
   console.log(`Machine: ${machine.line}; load average ${machine.loadAverageAtStart.join(' ')} at the start, ${machine.loadAverageAtEnd.join(' ')} at the end.`);
 
   const svg = await renderPairedChart(pairs, comparisons, machine.line).catch((error: unknown) => {
@@ -110,9 +116,11 @@ export async function runPairedSession(options: PairedOptions, cleanup: CleanupS
     commit: await currentCommit(),
     command: runCommand(),
     method: 'paired',
+    profile: profile.name,
     settings: options,
     machine,
     notes,
+    ...(headline && { headline }),
     comparisons,
     variants: summaries,
     pairs,

@@ -1,6 +1,6 @@
 import type { CpuCost } from './cpu-cost.js';
 import type { PhaseResult } from './load-protocol.js';
-import { COMPARISONS, comparisonOf } from './paired-schedule.js';
+import { COMPARISONS, comparisonOf, type HeadlineFigure } from './paired-schedule.js';
 import type { Scenario, ScenarioId, Twins } from './scenarios.js';
 
 /** The share of repeated runs in which `medianInterval` is to hold the true median. */
@@ -79,10 +79,10 @@ export interface VariantSummary {
 }
 
 /** Every pair of neighbouring windows that makes a comparison, in run order. */
-export function pairsOf(windows: readonly PairedWindow[]): Pair[] {
+export function pairsOf(windows: readonly PairedWindow[], comparisons: readonly Twins[] = COMPARISONS): Pair[] {
   return windows.slice(1).flatMap((later, position) => {
     const earlier = windows[position];
-    const comparison = comparisonOf(earlier.variant, later.variant);
+    const comparison = comparisonOf(earlier.variant, later.variant, comparisons);
     if (!comparison) return [];
     const subjectFirst = earlier.variant === comparison.subject;
     const [subject, base] = subjectFirst ? [earlier, later] : [later, earlier];
@@ -105,9 +105,9 @@ export function pairsOf(windows: readonly PairedWindow[]): Pair[] {
   });
 }
 
-/** Every comparison that has pairs with answers on both sides, in the order of `COMPARISONS`. */
-export function summariseComparisons(pairs: readonly Pair[]): ComparisonSummary[] {
-  return COMPARISONS.flatMap((comparison) => {
+/** Every comparison that has pairs with answers on both sides, in the order given (the default profile's `COMPARISONS`). */
+export function summariseComparisons(pairs: readonly Pair[], comparisons: readonly Twins[] = COMPARISONS): ComparisonSummary[] {
+  return comparisons.flatMap((comparison) => {
     const own = pairs.filter((pair) => pair.comparison === comparison.name);
     const throughput = spreadOf(own.map((pair) => pair.throughputRatio));
     if (!throughput) return [];
@@ -123,6 +123,22 @@ export function summariseComparisons(pairs: readonly Pair[]): ComparisonSummary[
         postgresCpuMicros: spreadOf(own.map((pair) => pair.postgresCpuMicros)),
       },
     ];
+  });
+}
+
+/** One figure of a profile's headline, read off its comparison's summary: a median with its interval, or nothing where the comparison made no pair. */
+export interface HeadlineRow extends HeadlineFigure {
+  comparison?: string;
+  pairs: number;
+  spread?: Spread;
+}
+
+/** The headline's figures, in its order, from the run's comparison summaries (either orientation of a comparison is not looked for: the profile names its own). */
+export function headlineOf(figures: readonly HeadlineFigure[], comparisons: readonly ComparisonSummary[]): HeadlineRow[] {
+  return figures.map((figure) => {
+    const comparison = comparisons.find((candidate) => candidate.subject === figure.subject && candidate.base === figure.base);
+    const spread = comparison?.[figure.measure];
+    return { ...figure, comparison: comparison?.name, pairs: spread?.count ?? 0, ...(spread && { spread }) };
   });
 }
 

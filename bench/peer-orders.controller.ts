@@ -5,6 +5,7 @@ import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { BareOrderTransaction } from './bare-order-transaction.js';
 import type { HeaderWriter } from './bench-orders.controller.js';
 import { BenchOrdersModule } from './bench-orders.controller.js';
+import { OutboxRowOrder } from './outbox-row-order.js';
 
 /** Where the peer keeps its keys. */
 export interface PeerOptions {
@@ -24,12 +25,24 @@ const PEER_KEY_TTL_MS = 60 * 60 * 1000;
  */
 @Controller('bench/peer')
 export class PeerOrdersController {
-  constructor(private readonly bare: BareOrderTransaction) {}
+  constructor(
+    private readonly bare: BareOrderTransaction,
+    private readonly outboxRow: OutboxRowOrder,
+  ) {}
 
   @Post('orders')
   @PeerIdempotent()
   async create(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
     const order = await this.bare.create(dto);
+    response.header('Location', `/orders/${order.id}`);
+    return order;
+  }
+
+  /** The outside harness's handler (an order and an outbox row through `TransactionHost.manager`, in a plain transaction) behind the peer. */
+  @Post('outbox-row')
+  @PeerIdempotent()
+  async createOutboxRow(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
+    const order = await this.outboxRow.createBare(dto);
     response.header('Location', `/orders/${order.id}`);
     return order;
   }

@@ -23,7 +23,14 @@ export type ScenarioId =
   | 'encrypted-replay'
   | 'two-rows-bare'
   | 'two-rows-first'
-  | 'two-rows-no-savepoints';
+  | 'two-rows-no-savepoints'
+  // The paired run's harness profile only (`HARNESS_VARIANTS` in paired-schedule.ts): the outside harness's handler.
+  | 'outbox-row-bare'
+  | 'outbox-row-first'
+  | 'outbox-row-peer-first'
+  | 'outbox-row-replay'
+  | 'outbox-row-uncached-replay'
+  | 'outbox-row-peer-replay';
 
 /**
  * The bench app processes, by what differs from the module's defaults: the
