@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy }
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { ReplayCache } from '../flow/replay-cache.js';
+import { pgPoolOf } from '../driver/pg-pool.js';
 import { RELEASED_CHANNEL } from './admin.statements.js';
 
 /** The part of a node-postgres client the listener uses. */
@@ -11,12 +12,6 @@ interface ListeningClient {
   on(event: 'notification', listener: (message: { payload?: string }) => void): unknown;
   on(event: 'error', listener: () => void): unknown;
   end(): Promise<void>;
-}
-
-/** The node-postgres Pool under TypeORM's postgres driver: the client class it makes connections with, and their options. */
-interface PgPool {
-  Client: new (options: unknown) => ListeningClient;
-  options: unknown;
 }
 
 const RETRY_MS = { first: 500, most: 30_000 };
@@ -69,7 +64,7 @@ export class ReleasedKeysListener implements OnApplicationBootstrap, OnModuleDes
   }
 
   private async connect(): Promise<void> {
-    const pool = (this.served.dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+    const pool = pgPoolOf<ListeningClient>(this.served.dataSource);
     if (typeof pool?.Client !== 'function') {
       this.logger.warn('Cannot hear released keys without the node-postgres pool of a TypeORM "postgres" DataSource: a released key may replay from this instance\'s cache until it lapses (replayCacheSize: 0 avoids it).');
       return;

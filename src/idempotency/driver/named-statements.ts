@@ -3,17 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
+import { type PgPool, pgPoolOf } from './pg-pool.js';
 
 /** "prepared statement … does not exist", "prepared statement … already exists": a named statement met another server connection. */
 const LOST_NAMED_STATEMENT = new Set(['26000', '42P05']);
 
 const logger = new Logger('Idempotency');
-
-/** The node-postgres Pool under TypeORM's postgres driver, as far as the probe uses it. */
-interface PgPool {
-  connect(): Promise<PgPoolClient>;
-  options?: { max?: number };
-}
 
 interface PgPoolClient {
   query(statement: string | { name: string; text: string; values: unknown[] }): Promise<unknown>;
@@ -125,11 +120,11 @@ export class NamedStatementsProbe implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     if (!this.options.preparedStatements || this.options.claimDriver !== 'pg') return;
-    const pool = (this.served.dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+    const pool = pgPoolOf<PgPoolClient>(this.served.dataSource);
     // Two connections at once: a pool of one would have the probe wait for itself.
     const size = pool?.options?.max ?? 10;
     if (typeof pool?.connect !== 'function' || size < 2) return;
-    const lost = await probe(pool as PgPool, Math.min(size - 1, MOST_HELD)).catch(() => undefined);
+    const lost = await probe(pool as Pick<PgPool<PgPoolClient>, 'connect'>, Math.min(size - 1, MOST_HELD)).catch(() => undefined);
     if (lost) unnamedAfter(lost, this.options);
   }
 }
@@ -144,7 +139,7 @@ export class NamedStatementsProbe implements OnModuleInit {
 const MOST_HELD = 4;
 
 /** The error of a named statement run again on another server process; undefined when it ran, or when no other process was reached. */
-async function probe(pool: PgPool, mostHeld: number): Promise<unknown> {
+async function probe(pool: Pick<PgPool<PgPoolClient>, 'connect'>, mostHeld: number): Promise<unknown> {
   const first = await pool.connect();
   const held: PgPoolClient[] = [];
   // A name of its own, and none of the module's: nothing else ever runs it.

@@ -3,12 +3,8 @@ import type { PreparedStatement } from '../records/record.statements.js';
 import { asOwnWork } from '../transactions/transaction-join.js';
 import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, isNamedStatementLost } from './named-statements.js';
+import { pgPoolOf } from './pg-pool.js';
 import type { StatementResult } from './transaction-driver.js';
-
-/** The node-postgres Pool under TypeORM's postgres driver (`driver.master`), as far as the reader uses it. */
-interface PgPool {
-  connect(): Promise<PgPoolClient>;
-}
 
 interface PgPoolClient {
   query<Row>(statement: { name?: string; text: string; values: unknown[] } | string): Promise<StatementResult<Row>>;
@@ -30,13 +26,13 @@ export type PoolRead = <Row>(statement: PreparedStatement) => Promise<Row[]>;
  * DataSource without that pool, through `dataSource.query()`.
  */
 export function poolReadOf(dataSource: DataSource, options: { preparedStatements: boolean }): PoolRead {
-  const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
-  if (typeof pool?.connect !== 'function') return ({ text, values }) => dataSource.query(text, values);
-  const pg = pool as PgPool;
+  const pool = pgPoolOf<PgPoolClient>(dataSource);
+  const connect = pool?.connect?.bind(pool);
+  if (!connect) return ({ text, values }) => dataSource.query(text, values);
   return async <Row>({ name, text, values }: PreparedStatement) => {
     const read = async () => (await client.query<Row>(options.preparedStatements ? { name, text, values } : { text, values })).rows;
     // A connection of its own, outside the request's transaction the caller may run in.
-    const client = await asOwnWork(() => pg.connect());
+    const client = await asOwnWork(connect);
     let failure: Error | undefined;
     try {
       return await read().catch(async (error: unknown) => {

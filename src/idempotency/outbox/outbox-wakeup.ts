@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
+import { pgPoolOf } from '../driver/pg-pool.js';
 import { OUTBOX_CHANNEL } from './outbox.store.js';
 
 /** The part of node-postgres's pool client the listener uses. */
@@ -69,7 +70,7 @@ export class OutboxWakeup {
   private async connect(): Promise<void> {
     let client: ListeningClient | undefined;
     try {
-      const pool = (this.dataSource.driver as unknown as { master?: { connect?(): Promise<ListeningClient> } }).master;
+      const pool = pgPoolOf<ListeningClient>(this.dataSource);
       if (typeof pool?.connect !== 'function') {
         throw new Error('it needs the node-postgres pool of a TypeORM "postgres" DataSource (driver.master); set notify: false to poll only');
       }

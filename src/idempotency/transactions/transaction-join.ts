@@ -4,6 +4,7 @@ import { ATOMIC_METHODS } from './request-manager.js';
 import { RequestTransaction } from './request-transaction.js';
 import { LockWaitWatch } from './lock-wait-watch.js';
 import { type Method, override, wrapMethod } from './wrap-method.js';
+import { pgPoolOf } from '../driver/pg-pool.js';
 
 /** The QueryRunner of the transaction the caller runs in, if any, on a given DataSource. */
 type JoinableTransaction = () => QueryRunner | undefined;
@@ -116,11 +117,6 @@ function openRequest(runner: QueryRunner | undefined): RequestTransaction | unde
   return request?.isOpen ? request : undefined;
 }
 
-/** The node-postgres pool under TypeORM's postgres driver, as far as the join uses it. */
-interface PgPool {
-  connect(...args: unknown[]): unknown;
-}
-
 /**
  * A connection taken from the pool inside a request (`driver.master.connect()`,
  * `pool.query()`, which takes one, TypeORM's `obtainMasterConnection()`)
@@ -131,10 +127,10 @@ interface PgPool {
  * and its cursors hold the connection the request commits on.
  */
 function joinPool(dataSource: DataSource, current: JoinableTransaction): Array<() => void> {
-  const pool = (dataSource.driver as unknown as { master?: Partial<PgPool> }).master;
+  const pool = pgPoolOf<unknown>(dataSource);
   if (typeof pool?.connect !== 'function') return [];
   return [
-    wrapMethod(pool as PgPool, 'connect', (connect) =>
+    wrapMethod(pool as { connect(...args: unknown[]): unknown }, 'connect', (connect) =>
       function (this: unknown, ...args: unknown[]) {
         if (ownWork || !openRequest(current())) return connect.apply(this, args);
         const refused = new PoolConnectionRefusedError();
