@@ -42,6 +42,16 @@ export class StatementCounter {
       const done = () => {
         this.inFlight!--;
       };
+      // A query built beforehand (the module's named statements, pg's Query) answers through its own callback.
+      const built = args[0] as { submit?: unknown; callback?: (...results: unknown[]) => void } | undefined;
+      if (typeof built?.submit === 'function' && typeof built.callback === 'function') {
+        const given = built.callback;
+        built.callback = (...results: unknown[]) => {
+          done();
+          given(...results);
+        };
+        return query.apply(this, args);
+      }
       const callback = args.findIndex((arg) => typeof arg === 'function');
       if (callback >= 0) {
         const given = args[callback] as (...results: unknown[]) => void;
