@@ -3,8 +3,9 @@ import { Column, CreateDateColumn, DataSource, Entity, type MigrationInterface, 
 import { TransactionHost } from '../src/idempotency/index.js';
 import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import { ORDER_CREATED } from '../src/demo/orders/order-events.js';
-import { Order, toOrderView, type OrderView } from '../src/demo/orders/order.entity.js';
+import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { BENCH_TENANT } from './bare-order-transaction.js';
+import { insertOrder } from './two-row-order.js';
 
 /**
  * An app's own outbox row, bench-only: the shape of the demo's former
@@ -69,10 +70,8 @@ export class OutboxRowOrder {
   /** The two inserts in the current transaction: the request's inside an `@Idempotent()` route. */
   async create(dto: CreateOrderDto): Promise<OrderView> {
     const manager = this.transactions.manager;
-    const inserted = await manager.insert(Order, { tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null });
-    const { id, createdAt, status } = inserted.generatedMaps[0] as Pick<Order, 'id' | 'createdAt' | 'status'>;
-    const order = toOrderView({ id, tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null, status, createdAt } as Order);
-    await manager.insert(BenchOutboxEvent, { tenant: BENCH_TENANT, eventType: ORDER_CREATED, aggregateId: id, payload: order });
+    const order = await insertOrder(manager, dto);
+    await manager.insert(BenchOutboxEvent, { tenant: BENCH_TENANT, eventType: ORDER_CREATED, aggregateId: order.id, payload: order });
     return order;
   }
 

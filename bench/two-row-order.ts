@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { TransactionHost } from '../src/idempotency/index.js';
 import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import { Shipment } from '../src/demo/fulfilment/shipment.entity.js';
@@ -24,14 +24,20 @@ export class TwoRowOrder {
   /** The two inserts in the current transaction: the request's inside an `@Idempotent()` route. */
   async create(dto: CreateOrderDto): Promise<OrderView> {
     const manager = this.transactions.manager;
-    const inserted = await manager.insert(Order, { tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null });
-    const { id, createdAt, status } = inserted.generatedMaps[0] as Pick<Order, 'id' | 'createdAt' | 'status'>;
-    await manager.insert(Shipment, { orderId: id, tenant: BENCH_TENANT });
-    return toOrderView({ id, tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null, status, createdAt } as Order);
+    const order = await insertOrder(manager, dto);
+    await manager.insert(Shipment, { orderId: order.id, tenant: BENCH_TENANT });
+    return order;
   }
 
   /** The same two inserts in a plain `dataSource.transaction()`: START TRANSACTION, the order, the shipment, COMMIT. */
   createBare(dto: CreateOrderDto): Promise<OrderView> {
     return this.dataSource.transaction((manager) => this.transactions.run(manager, () => this.create(dto)));
   }
+}
+
+/** The order of the bench's two-insert handlers, inserted through `manager`, as its view. */
+export async function insertOrder(manager: EntityManager, dto: CreateOrderDto): Promise<OrderView> {
+  const inserted = await manager.insert(Order, { tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null });
+  const { id, createdAt, status } = inserted.generatedMaps[0] as Pick<Order, 'id' | 'createdAt' | 'status'>;
+  return toOrderView({ id, tenant: BENCH_TENANT, sku: dto.sku, quantity: dto.quantity, note: dto.note ?? null, status, createdAt } as Order);
 }
