@@ -112,6 +112,23 @@ describe('the startup check of Nest, TypeORM and the transaction join', () => {
     expect(error?.message).toMatch(/dataSource\.manager\.query\(\) .* waited 5 s for a connection of its own/);
   });
 
+  it('starts when the database ends the check’s connection under it (a restart, a failover): the check runs again on another', async () => {
+    let ended = 0;
+    const error = await startupError((dataSource) => {
+      const createQueryRunner = dataSource.createQueryRunner.bind(dataSource);
+      dataSource.createQueryRunner = (...args: Parameters<DataSource['createQueryRunner']>) => {
+        const runner = createQueryRunner(...args);
+        const query = runner.query.bind(runner);
+        // The check's first statement in its transaction: its backend is terminated instead, as an operator or a failover would.
+        runner.query = ((sql: string, ...rest: unknown[]) =>
+          sql === 'SELECT pg_backend_pid() AS pid' && ended++ === 0 ? query('SELECT pg_terminate_backend(pg_backend_pid())') : query(sql, ...(rest as []))) as typeof runner.query;
+        return runner;
+      };
+    });
+    expect(ended).toBeGreaterThan(1);
+    expect(error).toBeUndefined();
+  });
+
   it('refuses a DataSource whose own query() does not take the QueryRunner it is given', async () => {
     const error = await startupError((dataSource) => {
       const query = dataSource.query.bind(dataSource);

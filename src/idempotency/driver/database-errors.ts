@@ -1,4 +1,5 @@
 import { HttpException } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isNamedStatementLost } from './named-statements.js';
 import { IdempotencyDatabaseUnavailableException, IdempotencyPrivilegeError, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
 import { RECORDS_PRIMARY_KEY } from '../records/idempotency-record.entity.js';
@@ -31,6 +32,22 @@ const CONNECTION_LOST_MESSAGE =
 export function isConnectionLost(error: unknown): boolean {
   const failures = [error, (error as { driverError?: unknown })?.driverError, (error as { cause?: unknown })?.cause] as Array<{ code?: unknown; message?: unknown } | undefined>;
   return failures.some((failure) => (typeof failure?.code === 'string' && CONNECTION_LOST_CODE.test(failure.code)) || (typeof failure?.message === 'string' && CONNECTION_LOST_MESSAGE.test(failure.message)));
+}
+
+/**
+ * Runs a startup read again where the database ended its connection under
+ * it (a restart, a failover, a terminated backend), so that a blip does not
+ * fail the boot: 5 runs at most, 200 ms apart.
+ */
+export async function retriedOnLostConnection<T>(read: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= 5 || !isConnectionLost(error)) throw error;
+      await sleep(200);
+    }
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import type { DataSource, ObjectLiteral, SelectQueryBuilder } from 'typeorm';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
+import { retriedOnLostConnection } from '../driver/database-errors.js';
 import { SUPPORTED_RANGES, versionsFound } from './supported-versions.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 
@@ -40,7 +41,8 @@ export class IdempotencyCompatibilityCheck implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const strays = await this.strayPaths();
+    // A lost connection proves nothing about the join: the check runs again, on another.
+    const strays = await retriedOnLostConnection(() => this.strayPaths());
     if (strays.length > 0) {
       throw new IdempotencyConfigurationError(
         `IdempotencyModule cannot start: a handler's writes would not join the request's transaction on this TypeORM. ` +
@@ -69,7 +71,8 @@ export class IdempotencyCompatibilityCheck implements OnModuleInit {
       }
       return strays;
     } finally {
-      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      // TypeORM releases a runner whose connection failed: nothing is left to roll back, and trying would hide the failure.
+      if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction();
       await runner.release();
     }
   }

@@ -1,13 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { isConnectionLost } from '../driver/database-errors.js';
+import { retriedOnLostConnection } from '../driver/database-errors.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { describeRecordsTable, type ModuleTables, moduleTablesIn, type RecordsTableDescription } from './module-tables.js';
 
-const DESCRIBE_ATTEMPTS = 5;
-const DESCRIBE_RETRY_MS = 200;
 
 /**
  * Where the module's tables are, for every statement it sends: in the
@@ -53,15 +50,8 @@ export class IdempotencyTables {
   }
 
   /** A connection lost meanwhile (a restart, a terminated backend) is retried, so it does not fail the boot. */
-  private async read(): Promise<RecordsTableDescription> {
+  private read(): Promise<RecordsTableDescription> {
     const dataSource = this.served.dataSource;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await describeRecordsTable((text, values) => dataSource.query(text, values), this.options.schema);
-      } catch (error) {
-        if (attempt >= DESCRIBE_ATTEMPTS || !isConnectionLost(error)) throw error;
-        await sleep(DESCRIBE_RETRY_MS);
-      }
-    }
+    return retriedOnLostConnection(() => describeRecordsTable((text, values) => dataSource.query(text, values), this.options.schema));
   }
 }
