@@ -1,6 +1,7 @@
 import multipart from '@fastify/multipart';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import request from 'supertest';
+import { OutgoingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule, TransactionClosedError } from '../src/idempotency/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
@@ -23,6 +24,8 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
   let seq = 0;
   const unique = (label: string) => `${label}-${adapter}-${++seq}-${Date.now()}`;
   const post = (app: RunningApp, path: string, key: string, body: object) => Promise.resolve(request(app.url).post(`/user-code/${path}`).set('Idempotency-Key', key).send(body));
+  // Node's response prototypes, shared by every response of the process, as they were before any request.
+  const nodeWrites = [ServerResponse.prototype, OutgoingMessage.prototype].map(ownWrites);
   const rowsLabelled = async (pattern: string) => (await db.query<{ label: string }>(`SELECT label FROM user_rows WHERE label LIKE $1 ORDER BY label`, [pattern])).map((row) => row.label);
   const start = (options: Partial<IdempotencyModuleOptions> = {}, poolSize = 8) =>
     startApp(
@@ -95,6 +98,15 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       await sleep(50); // a stream still writing into the answered response
       expect(await rowsLabelled(label)).toEqual([]);
     });
+  });
+
+  it('leaves Node’s response prototypes, which every server of the process shares, as it found them', async () => {
+    const label = unique('prototypes');
+    expect((await post(one, 'accepted', label, { label })).status).toBe(202);
+    expect((await post(one, 'accepted', label, { label })).headers['idempotent-replayed']).toBe('true');
+    const raw = unique('prototypes-raw');
+    expect((await post(one, 'raw/first/write', raw, { label: raw, how: 'write' })).status).toBe(500);
+    expect([ServerResponse.prototype, OutgoingMessage.prototype].map(ownWrites)).toEqual(nodeWrites);
   });
 
   describe('one answer, whatever the replay cache holds', () => {
@@ -316,3 +328,8 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     });
   });
 });
+
+/** The write methods `prototype` holds itself: what every response built on it writes with. */
+function ownWrites(prototype: object): Record<string, unknown> {
+  return Object.fromEntries(['writeHead', 'write', 'end', 'flushHeaders'].map((name) => [name, Object.getOwnPropertyDescriptor(prototype, name)?.value]));
+}

@@ -6,13 +6,15 @@
  */
 type WriteMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | 'send' | 'hijack' | 'then';
 const RAW_WRITES: readonly WriteMethod[] = ['writeHead', 'write', 'end', 'flushHeaders'];
+// hijack() would take the reply from Fastify, and so from the module's answer too: held back like a write.
+const REPLY_WRITES: readonly WriteMethod[] = ['send', 'hijack', 'then'];
 
 type Write = (...args: unknown[]) => unknown;
 type Writable = Record<WriteMethod, Write>;
 
 /** The guard of each held response, and of its raw Node response. */
 const guards = new WeakMap<object, ResponseGuard>();
-/** The prototypes whose write methods already look the guard up, and the methods they had. */
+/** The objects whose write methods already look the guard up, and the methods they had. */
 const wrapped = new WeakMap<object, Partial<Record<WriteMethod, Write>>>();
 
 /**
@@ -27,13 +29,17 @@ const wrapped = new WeakMap<object, Partial<Record<WriteMethod, Write>>>();
  * the handler's own outcome is not the one sent (a duplicate claimed at
  * commit that lost to the winner, a held write).
  *
- * It is held on every request that runs a handler, and so sets no property
- * on the response: Express gives each response its prototype with
- * `Object.setPrototypeOf`, after which every property added to the object
- * costs microseconds. The write methods of the response's prototype are
- * wrapped once instead (Express's app response, Fastify's reply and Node's
- * ServerResponse under it), and look the guard up here: a response nobody
- * holds writes as it always did.
+ * It is held on every request that runs a handler, so its write methods
+ * are wrapped once where that is cheap, and look the guard up here: a
+ * response nobody holds writes as it always did. Where the response's
+ * prototype is a layer the app made for its own responses (Express's
+ * `app.response`, a Fastify instance's reply), they are wrapped on that
+ * layer, once: Express sets each response's prototype with
+ * `Object.setPrototypeOf`, after which every property added to the response
+ * costs about 2 KB of garbage. A prototype that defines the methods itself
+ * (Node's `ServerResponse`, under Fastify's reply, which every server of the
+ * process shares) is never changed: the response gets them as properties of
+ * its own instead.
  */
 export class ResponseGuard {
   /** The first write the handler made itself, e.g. `res.end()`. */
@@ -59,8 +65,7 @@ export class ResponseGuard {
     wrapWrites(guard.raw, RAW_WRITES);
     guards.set(guard.raw, guard);
     if (target.raw) {
-      // hijack() would take the reply from Fastify, and so from the module's answer too: held back like a write.
-      wrapWrites(target as unknown as Writable, ['send', 'hijack', 'then']);
+      wrapWrites(target as unknown as Writable, REPLY_WRITES);
       guards.set(target, guard);
     }
     // A stream piped into the response writes only later, maybe after the handler returned: the pipe itself is the write.
@@ -175,16 +180,22 @@ function onPipe(this: object): void {
   ResponseGuard.onPipe(this);
 }
 
-/** Wraps the write methods of `target`'s prototype, once per prototype. */
+/**
+ * Wraps the write methods of `target` where that touches no other app's
+ * responses: once, on its prototype, where that layer inherits them; on
+ * `target` itself where the prototype defines them (a class of Node's or of
+ * a library's, shared by every app of the process).
+ */
 function wrapWrites(target: Writable, names: readonly WriteMethod[]): void {
   const prototype = Object.getPrototypeOf(target) as Writable;
-  const done = wrapped.get(prototype) ?? {};
-  wrapped.set(prototype, done);
+  const place = names.some((name) => Object.hasOwn(prototype, name) && !wrapped.has(prototype)) ? target : prototype;
+  const done = wrapped.get(place) ?? {};
+  wrapped.set(place, done);
   for (const name of names) {
     if (done[name]) continue;
-    const original = prototype[name];
+    const original = place[name];
     done[name] = original;
-    prototype[name] = function (this: object, ...args: unknown[]) {
+    place[name] = function (this: object, ...args: unknown[]) {
       return ResponseGuard.written(this, name, original, args);
     };
   }
