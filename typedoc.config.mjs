@@ -8,6 +8,8 @@
 export default {
   entryPoints: [
     'src/idempotency/index.ts',
+    'src/idempotency/outbox/index.ts',
+    'src/idempotency/admin/index.ts',
     'src/idempotency/metrics/index.ts',
     'src/idempotency/nats/index.ts',
     'src/idempotency/tracing/index.ts',
@@ -19,7 +21,7 @@ export default {
   out: 'docs/api',
   docsRoot: 'docs',
   sidebar: { collapsed: true, pretty: true },
-  // The six entry points side by side in the sidebar, each with its classes,
+  // The eight entry points side by side in the sidebar, each with its classes,
   // interfaces, functions... (not the subpaths nested in the core's folder).
   navigation: { includeGroups: true, includeFolders: false },
   readme: 'none',
@@ -41,9 +43,9 @@ export default {
   // ConfigurableModuleBuilder, typed by it, with no declaration here to
   // comment; docs/configuration.md, docs/outbox.md and docs/admin.md describe them.
   intentionallyNotDocumented: [
-    'nest-idempotency.IdempotencyOutboxModule.forRootAsync',
-    'nest-idempotency.IdempotencyAdminModule.forRoot',
-    'nest-idempotency.IdempotencyAdminModule.forRootAsync',
+    'nest-idempotency/outbox.IdempotencyOutboxModule.forRootAsync',
+    'nest-idempotency/admin.IdempotencyAdminModule.forRoot',
+    'nest-idempotency/admin.IdempotencyAdminModule.forRootAsync',
   ],
   // Types that public signatures name but the entry points do not export
   // (constructor parameters of injectable classes, internal option shapes)

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import request from 'supertest';
-import { AdminProblemType, IdempotencyAdminModule } from '../src/idempotency/index.js';
+import { AdminProblemType, IdempotencyAdminModule } from '../src/idempotency/admin/index.js';
 import { compileAdmin } from './support/admin-boot.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';

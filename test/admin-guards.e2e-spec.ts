@@ -1,7 +1,7 @@
 import { type CanActivate, type ExecutionContext, Global, Inject, Injectable, mixin, Module, Optional, type Type } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import request from 'supertest';
-import { IdempotencyAdminModule } from '../src/idempotency/index.js';
+import { IdempotencyAdminModule } from '../src/idempotency/admin/index.js';
 import { compileAdmin } from './support/admin-boot.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';

@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import request from 'supertest';
-import { AdminProblemType, tenantScope } from '../src/idempotency/index.js';
+import { AdminProblemType, tenantScope } from '../src/idempotency/admin/index.js';
 import { ADMIN, adminAppModules } from './support/admin-app.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';

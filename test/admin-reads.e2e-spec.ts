@@ -2,7 +2,7 @@ import { type ExecutionContext, UnauthorizedException } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import pg from 'pg';
 import request from 'supertest';
-import { AdminProblemType, IdempotencyAdminModule, type IdempotencyAdminOptions, tenantScope } from '../src/idempotency/index.js';
+import { AdminProblemType, IdempotencyAdminModule, type IdempotencyAdminOptions, tenantScope } from '../src/idempotency/admin/index.js';
 import { KEY_SEARCH_WINDOW } from '../src/idempotency/admin/admin.statements.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakePaymentProvider, type FakePaymentProvider } from '../src/demo/payment-provider/fake-payment-provider.js';
-import { AdminProblemType, IdempotencyProblemType, tenantScope } from '../src/idempotency/index.js';
+import { IdempotencyProblemType } from '../src/idempotency/index.js';
+import { AdminProblemType, tenantScope } from '../src/idempotency/admin/index.js';
 import { ACME, chargesOf, createOrder, setFault } from './support/demo.js';
 import { type DemoProcess, startDemoProcess } from './support/demo-process.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';

@@ -4,14 +4,8 @@ import pg from 'pg';
 import { Registry } from 'prom-client';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  type AdminActionEvent,
-  AdminProblemType,
-  IdempotencyAdminModule,
-  IdempotencyEvents,
-  IdempotencyProblemType,
-  tenantScope,
-} from '../src/idempotency/index.js';
+import { type AdminActionEvent, IdempotencyEvents, IdempotencyProblemType } from '../src/idempotency/index.js';
+import { AdminProblemType, IdempotencyAdminModule, tenantScope } from '../src/idempotency/admin/index.js';
 import { SEARCH_WINDOW } from '../src/idempotency/admin/admin.statements.js';
 import { ADMIN, adminAppModules } from './support/admin-app.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 
 /**
  * The statements of a compiled file that load another module when the file
@@ -15,13 +15,13 @@ const LOADS = {
 
 type Format = keyof typeof LOADS;
 
-/** The packages an entry point of one build loads, following what its files load when they load (lazy loads excluded). */
-function packagesLoadedBy(format: Format, entry: string): Set<string> {
+/** The files and packages an entry point of one build loads, following what its files load when they load (lazy loads excluded). */
+function loadedFrom(format: Format, entry: string): { files: Set<string>; packages: Set<string> } {
   const packages = new Set<string>();
-  const seen = new Set<string>();
+  const files = new Set<string>();
   const visit = (file: string) => {
-    if (seen.has(file)) return;
-    seen.add(file);
+    if (files.has(file)) return;
+    files.add(file);
     const source = readFileSync(file, 'utf8');
     for (const [, specifier] of source.matchAll(LOADS[format])) {
       if (specifier.startsWith('.')) visit(resolve(dirname(file), specifier));
@@ -29,20 +29,29 @@ function packagesLoadedBy(format: Format, entry: string): Set<string> {
     }
   };
   visit(resolve('dist/lib', format, entry));
-  return packages;
+  return { files, packages };
 }
 
 const TEST_FRAMEWORKS = ['jest', '@jest/globals', 'vitest', 'supertest', '@nestjs/testing'];
 
 // Both builds of the package, built by `npm test` (npm run build) before Vitest runs.
 describe.each(['esm', 'cjs'] as const)('entry points of the %s build load only what they need', (format) => {
-  const loadedBy = (entry: string) => packagesLoadedBy(format, entry);
+  const loadedBy = (entry: string) => loadedFrom(format, entry).packages;
 
   it('the core loads no optional integration and no test framework', () => {
     const loaded = loadedBy('src/idempotency/index.js');
     expect(loaded).toContain('@nestjs/common');
     const optionals = ['@opentelemetry/api', 'prom-client', '@nestjs/swagger', '@nestjs/microservices', '@nestjs/schedule', '@nats-io/transport-node', '@nats-io/jetstream'];
     for (const optional of [...optionals, 'typeorm-transactional', '@nestjs-cls/transactional', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
+  });
+
+  it('the core loads no file of the outbox or the admin, which have entry points of their own', () => {
+    const library = resolve('dist/lib', format, 'src/idempotency');
+    const folders = [...loadedFrom(format, 'src/idempotency/index.js').files].map((file) => relative(library, file).split(sep)[0]);
+    expect(folders).not.toContain('outbox');
+    expect(folders).not.toContain('admin');
+    expect(folders).not.toContain('cli');
+    for (const feature of ['outbox', 'admin']) expect(loadedFrom(format, `src/idempotency/${feature}/index.js`).files.size).toBeGreaterThan(1);
   });
 
   it('the core serves GraphQL mutations without loading a GraphQL package', () => {

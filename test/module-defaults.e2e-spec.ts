@@ -2,19 +2,8 @@ import { Body, Controller, type DynamicModule, Logger, Post } from '@nestjs/comm
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import {
-  Idempotent,
-  IdempotencyConfigurationError,
-  IdempotencyModule,
-  type IdempotencyModuleOptions,
-  IdempotencyOutboxModule,
-  IdempotencyRecord,
-  idempotencyMigrations,
-  InjectIdempotencyOptions,
-  Outbox,
-  type ResolvedIdempotencyOptions,
-  TransactionHost,
-} from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions, IdempotencyRecord, idempotencyMigrations, InjectIdempotencyOptions, type ResolvedIdempotencyOptions, TransactionHost } from '../src/idempotency/index.js';
+import { IdempotencyOutboxModule, Outbox } from '../src/idempotency/outbox/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';

@@ -1,12 +1,13 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { IdempotencyEvents, type IdempotencyEvent, IdempotencyReaper, OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/index.js';
+import { IdempotencyEvents, type IdempotencyEvent, IdempotencyReaper } from '../src/idempotency/index.js';
+import { OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/outbox/index.js';
 import { createHash } from 'node:crypto';
 import type { ClaimMode } from '../src/idempotency/index.js';
 import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
 import { outboxAppModules, RecordingPublisher, UNSTORABLE_EVENTS } from './support/outbox-app.js';
-import type { OutboxMessage } from '../src/idempotency/index.js';
+import type { OutboxMessage } from '../src/idempotency/outbox/index.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /** RFC 9562 version 8 over the SHA-256 of the fields, one per line: the layout the outbox documents for derived ids. */

@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { IdempotencyModule, type IdempotencyModuleOptions, IdempotencyOutboxModule } from '../idempotency/index.js';
+import { IdempotencyModule, type IdempotencyModuleOptions } from '../idempotency/index.js';
+import { IdempotencyOutboxModule } from '../idempotency/outbox/index.js';
 import { tenantOfRequest } from './auth/api-key.guard.js';
 import { dataSourceOptions } from './database/data-source-options.js';
 import { PoolErrorListener } from './database/pool-error-listener.js';

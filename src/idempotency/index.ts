@@ -1,6 +1,8 @@
 /**
  * The core: `IdempotencyModule`, `@Idempotent()`, the transaction host, the
- * outbox, the admin, the migrations, and the options, events and errors they use.
+ * migrations, and the options, events and errors they use. The outbox and
+ * the admin have entry points of their own (`nest-idempotency/outbox`,
+ * `nest-idempotency/admin`).
  *
  * @module nest-idempotency
  */
@@ -77,34 +79,5 @@ export {
   type ProblemDetails,
   type RecordUndecryptableReason,
 } from './errors/idempotency.exceptions.js';
-export { IdempotencyOutboxModule } from './outbox/outbox.module.js';
-export { Outbox, OutboxOutsideTransactionError, type NewOutboxEvent } from './outbox/outbox.js';
-export { OutboxEventUnstorableError } from './outbox/storable-event.js';
-export { OutboxRelay, type OutboxStats } from './outbox/outbox.relay.js';
-export { OutboxReaping } from './outbox/outbox.reaping.js';
-export { type OutboxMessage, type OutboxPublisher, OutboxPublisherUnavailableError } from './outbox/outbox-publisher.js';
-export type { OutboxModuleOptions, OutboxRelayOptions } from './outbox/outbox.options.js';
 export { type IdempotentMessageOptions, OPERATION_ID_HEADER, NATS_MESSAGE_ID_HEADER } from './messaging/idempotent-message.js';
 export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './messaging/message.errors.js';
-export { IdempotencyAdminModule } from './admin/idempotency-admin.module.js';
-export type { AdminModuleExtras } from './admin/admin.module-definition.js';
-export type { AdminGuardOption, AdminScopes, IdempotencyAdminOptions } from './admin/admin.options.js';
-export { IdempotencyAdmin, type ReleaseOptions } from './admin/idempotency-admin.js';
-export { tenantScope } from './admin/admin-access.js';
-export { AdminProblemType, AdminRefusedException } from './admin/admin.exceptions.js';
-export type {
-  AdminActionResult,
-  AdminCaller,
-  AdminPage,
-  OutboxEventView,
-  OutboxQuery,
-  PageRequest,
-  RecordAnswer,
-  RecordDetail,
-  RecordQuery,
-  RecordSummary,
-  RunEffects,
-  UnfinishedOperation,
-  UnfinishedQuery,
-  UnfinishedState,
-} from './admin/admin.types.js';

@@ -3,7 +3,7 @@ import { IsString } from 'class-validator';
 import type { Request, Response } from 'express';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { type EntitySubscriberInterface, EventSubscriber } from 'typeorm';
-import { countRows, eventually, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, FaithfulRow, type HandlerContext, lib, type PairedRoute, send, startFaithfulApp, type Twin, TWINS, uniqueLabel } from '../support/faithful-app.js';
+import { countRows, eventually, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, FaithfulRow, type HandlerContext, outboxLib, type PairedRoute, send, startFaithfulApp, type Twin, TWINS, uniqueLabel } from '../support/faithful-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /** The label of the request a hook fired in: set for the requests that send `X-Hook-Label`. */
@@ -122,7 +122,7 @@ const ROUTES: PairedRoute[] = [
       const refused: string[] = [];
       for (const note of ['a\u0000b', 'a lone \ud800 surrogate']) {
         try {
-          await get(lib.Outbox).add({ type: 'note.written', payload: { note } });
+          await get(outboxLib.Outbox).add({ type: 'note.written', payload: { note } });
         } catch (error) {
           refused.push((error as Error).message);
         }
@@ -160,7 +160,7 @@ describe('what the app’s own transactions promise, inside an idempotent reques
       db,
       routes: ROUTES,
       dataSource: { subscribers: [TransactionHooks] },
-      imports: [lib.IdempotencyOutboxModule.forRoot()],
+      imports: [outboxLib.IdempotencyOutboxModule.forRoot()],
       middleware: labelHooks,
     });
   });

@@ -1,6 +1,8 @@
 import { type ExecutionContext, UnauthorizedException } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { IdempotencyAdminModule, type IdempotencyModuleOptions, IdempotencyOutboxModule, type OutboxPublisher, tenantScope } from '../../src/idempotency/index.js';
+import { type IdempotencyModuleOptions } from '../../src/idempotency/index.js';
+import { IdempotencyOutboxModule, type OutboxPublisher } from '../../src/idempotency/outbox/index.js';
+import { IdempotencyAdminModule, tenantScope } from '../../src/idempotency/admin/index.js';
 import { IdempotencyMetricsModule } from '../../src/idempotency/metrics/index.js';
 import { ledgerAppModules } from './ledger-app.js';
 import { EventfulModule } from './outbox-app.js';

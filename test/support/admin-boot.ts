@@ -1,5 +1,5 @@
 import { Test, type TestingModule } from '@nestjs/testing';
-import { IdempotencyAdminModule, type IdempotencyAdminOptions } from '../../src/idempotency/index.js';
+import { IdempotencyAdminModule, type IdempotencyAdminOptions } from '../../src/idempotency/admin/index.js';
 import { ledgerAppModules } from './ledger-app.js';
 
 /**

@@ -39,6 +39,8 @@ export type Library = typeof import('../../src/idempotency/index.js');
  * one every entry point hands out (scripts/lib-entries.mjs).
  */
 export const lib: Library = await import(new URL('../../dist/lib/esm/index.js', import.meta.url).href);
+/** The outbox's entry point of the same build (`nest-idempotency/outbox`). */
+export const outboxLib: typeof import('../../src/idempotency/outbox/index.js') = await import(new URL('../../dist/lib/esm/outbox.js', import.meta.url).href);
 
 /**
  * Whether this suite runs on TypeORM 1.x (the `typeorm-1` project) rather

@@ -1,21 +1,8 @@
 import { Body, Controller, HttpException, Injectable, Module, Post } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  Idempotent,
-  IdempotencyModule,
-  IdempotencyOutboxModule,
-  IdempotencyRecord,
-  idempotencyMigrations,
-  type IdempotencyModuleOptions,
-  type NewOutboxEvent,
-  Outbox,
-  type OutboxMessage,
-  type OutboxModuleOptions,
-  type OutboxPublisher,
-  OutboxPublisherUnavailableError,
-  TransactionHost,
-} from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+import { IdempotencyOutboxModule, type NewOutboxEvent, Outbox, type OutboxMessage, type OutboxModuleOptions, type OutboxPublisher, OutboxPublisherUnavailableError } from '../../src/idempotency/outbox/index.js';
 import { tenantFromHeader } from './ledger-app.js';
 
 /** A publisher the test steers per event: it records what it acked, and rejects, or plays unavailable, when told. */

@@ -4,7 +4,8 @@ import { InjectDataSource, InjectRepository, TypeOrmModule } from '@nestjs/typeo
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn, QueryFailedError, Repository } from 'typeorm';
-import { Idempotent, IdempotencyRecord, idempotencyMigrations, Outbox, TransactionHost } from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../../src/idempotency/index.js';
+import { Outbox } from '../../src/idempotency/outbox/index.js';
 import type { HttpAdapterName } from '../../src/demo/http/http-setup.js';
 
 /** A row the handlers write, one per label. */

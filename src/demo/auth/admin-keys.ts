@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type CanActivate, type ExecutionContext, UnauthorizedException } from '@nestjs/common';
-import { type AdminScopes, IdempotencyAdminModule, tenantScope } from '../../idempotency/index.js';
+import { type AdminScopes, IdempotencyAdminModule, tenantScope } from '../../idempotency/admin/index.js';
 import { Public } from './api-key.guard.js';
 
 /** The demo's default operators' keys, documented in docs/demo.md: one sees every tenant, one acme's only. */

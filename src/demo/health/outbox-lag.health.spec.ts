@@ -1,5 +1,5 @@
 import { HealthIndicatorService } from '@nestjs/terminus';
-import type { OutboxRelay, OutboxStats } from '../../idempotency/index.js';
+import type { OutboxRelay, OutboxStats } from '../../idempotency/outbox/index.js';
 import { OUTBOX_LAG_DEGRADED_SECONDS, OutboxLagHealthIndicator } from './outbox-lag.health.js';
 
 const indicatorWith = (running: boolean, stats: () => Promise<OutboxStats>) =>

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
-import { OutboxRelay } from '../../idempotency/index.js';
+import { OutboxRelay } from '../../idempotency/outbox/index.js';
 
 /** How old the oldest pending event may get before the instance reports itself degraded. */
 export const OUTBOX_LAG_DEGRADED_SECONDS = 60;

@@ -1,7 +1,7 @@
 import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
 import { writeSync } from 'node:fs';
 import { type Observable, tap } from 'rxjs';
-import type { OutboxMessage, OutboxPublisher } from '../../idempotency/index.js';
+import type { OutboxMessage, OutboxPublisher } from '../../idempotency/outbox/index.js';
 
 /**
  * Faults the chaos run injects into the demo's workers, at the two points

@@ -1,4 +1,4 @@
-import type { OutboxModuleOptions } from '../../idempotency/index.js';
+import type { OutboxModuleOptions } from '../../idempotency/outbox/index.js';
 
 /** How the demo delivers its outbox events and consumes them, from the environment. */
 export interface DeliveryOptions {

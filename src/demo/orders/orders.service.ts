@@ -1,5 +1,6 @@
 import { BadRequestException, Injectable } from '@nestjs/common';
-import { Outbox, TransactionHost } from '../../idempotency/index.js';
+import { TransactionHost } from '../../idempotency/index.js';
+import { Outbox } from '../../idempotency/outbox/index.js';
 import { Shipment, toShipmentView, type ShipmentView } from '../fulfilment/shipment.entity.js';
 import type { CreateOrderDto } from './dto/create-order.dto.js';
 import { ORDER_CREATED } from './order-events.js';

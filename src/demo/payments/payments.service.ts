@@ -1,5 +1,6 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { Outbox, TransactionHost } from '../../idempotency/index.js';
+import { TransactionHost } from '../../idempotency/index.js';
+import { Outbox } from '../../idempotency/outbox/index.js';
 import { PAYMENT_CAPTURED } from '../orders/order-events.js';
 import { Order } from '../orders/order.entity.js';
 import { Payment, type PaymentStatus, toPaymentView, type PaymentView } from './payment.entity.js';
