@@ -1,5 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import ts from 'typescript';
 
 interface Layer {
   name: string;
@@ -38,5 +40,42 @@ describe('the code’s map (docs/architecture.md)', () => {
   it('keeps the dispatcher every request reads through within 160 lines', () => {
     const lines = readFileSync(`${root}/http/idempotency.interceptor.ts`, 'utf8').trimEnd().split('\n').length;
     expect(lines).toBeLessThanOrEqual(160);
+  });
+});
+
+/** The package's source files, specs left out. */
+function sourceFiles(folder: string): string[] {
+  return readdirSync(folder, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(folder, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts') ? [path] : [];
+  });
+}
+
+/**
+ * The functions of `file` that take more than `most` positional parameters,
+ * but those Nest calls with the providers it injects (constructors, and the
+ * functions a provider names as its `useFactory`), as `file:line name`.
+ */
+function longParameterLists(file: string, most: number): string[] {
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const factories = new Set<string>();
+  const found: Array<{ node: ts.SignatureDeclaration; name: string }> = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isPropertyAssignment(node) && node.name.getText() === 'useFactory' && ts.isIdentifier(node.initializer)) factories.add(node.initializer.text);
+    if (ts.isFunctionLike(node) && !ts.isFunctionTypeNode(node) && !ts.isConstructorDeclaration(node) && node.parameters.length > most) {
+      found.push({ node, name: node.name?.getText() ?? '(anonymous)' });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found
+    .filter(({ name }) => !factories.has(name))
+    .map(({ node, name }) => `${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1} ${name}`);
+}
+
+describe('the code’s shape', () => {
+  it('gives no function more than 5 positional parameters: what steps share travels in one object', () => {
+    expect(sourceFiles(root).flatMap((file) => longParameterLists(file, 5))).toEqual([]);
   });
 });

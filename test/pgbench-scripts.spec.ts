@@ -22,8 +22,8 @@ const record = records.recordAtCommit(id, 'f', 1, 1, outcome).text;
 const insertRecord = records.insertRecord(id, 'f', 1, outcome).text;
 const claim = records.claim(id, 'f', 1, 1).text;
 const bareEvent = outbox.insert(event, true).text;
-const eventAtCommit = outbox.insertForOperation(id, '', 0, event, true, true).text;
-const eventOfRecord = outbox.insertForOperation(id, '', 0, event, true, false).text;
+const eventAtCommit = outbox.insertForOperation({ id, phase: '', recordAtCommit: true }, 0, event, true).text;
+const eventOfRecord = outbox.insertForOperation({ id, phase: '', recordAtCommit: false }, 0, event, true).text;
 
 /** What a statement does, whatever fills it: parameters, pgbench variables, string literals and NULL read `?`, whitespace one space. */
 function shape(sql: string): string {

@@ -11,7 +11,7 @@ import type { CliStreams } from './cli-output.js';
  * then releases. A record whose run may have had external effects needs
  * `force`; without it the release is refused, and the refusal says the same.
  */
-export async function releaseFromCli(admin: IdempotencyAdmin, streams: CliStreams, id: RecordId, caller: AdminCaller, reason: string, force: boolean): Promise<AdminActionResult> {
+export async function releaseFromCli(admin: IdempotencyAdmin, streams: CliStreams, id: RecordId, { caller, reason, force }: { caller: AdminCaller; reason: string; force: boolean }): Promise<AdminActionResult> {
   // A read to warn with, not to decide on: the release judges the record again under its lock, and
   // answers any failure of this read (no such record, the database gone) itself.
   const record = await admin.record(id, caller).catch(() => undefined);

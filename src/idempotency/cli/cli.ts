@@ -170,7 +170,7 @@ export async function runCli(args: readonly string[], env: CliEnvironment, strea
           const id = { scope, operation: options.operation!, key };
           const result =
             name === 'release'
-              ? await releaseFromCli(admin, streams, id, callerOf(options.as), options.reason, Boolean(options.force))
+              ? await releaseFromCli(admin, streams, id, { caller: callerOf(options.as), reason: options.reason, force: Boolean(options.force) })
               : await admin.markFailed(id, callerOf(options.as), options.reason);
           writeResult(streams, result, json());
           return EXIT.done;

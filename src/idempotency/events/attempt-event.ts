@@ -39,11 +39,12 @@ export const HTTP_ERRORS: AttemptErrors = {
 };
 
 /**
- * The one attempt event of a call, from how its flow ended and the error it
- * answers, if any. With `start`, the event carries the steps' timeline.
+ * The one attempt event of a call (its operation, and its key where it had
+ * one), from how its flow ended and the error it answers, if any. With
+ * `start`, the event carries the steps' timeline.
  * Built by assignment rather than spreads: it is made for every request.
  */
-export function attemptEvent(operation: string, id: RecordId | undefined, { steps, settled }: FlowEnding, error: unknown, errors: AttemptErrors, start?: number): AttemptEvent {
+export function attemptEvent({ operation, id }: { operation: string; id?: RecordId }, { steps, settled }: FlowEnding, error: unknown, errors: AttemptErrors, start?: number): AttemptEvent {
   const { timeline, ...facts } = steps;
   const event: AttemptEvent = { kind: 'attempt', operation, outcome: 'executed', ...facts };
   if (id) event.keyHash = hashKey(id);

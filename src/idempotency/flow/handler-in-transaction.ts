@@ -1,17 +1,16 @@
-import { type CallHandler, Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { QueryRunner } from 'typeorm';
 import type { ClaimTransaction } from './claim-transaction.js';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
-import type { IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import type { PreparedStatement } from '../records/record.statements.js';
-import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { captureError } from '../outcome/outcome-capture.js';
-import type { FlowSteps, RecordedOutcome } from '../outcome/recorded-outcome.js';
+import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import { HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned, settlesWithin } from './handler-run.js';
-import type { OneTransactionTerms } from './one-transaction.terms.js';
+import type { FlowCall } from './one-transaction.terms.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { TransactionHost } from '../transactions/transaction-host.js';
 import { ownQueryRunner } from '../transactions/transaction-join.js';
@@ -44,16 +43,8 @@ export class HandlerInTransaction {
    * a failure that is not stored returns at once, with the handler still
    * `running`: the caller ends the transaction once it settles.
    */
-  async run(
-    transaction: ClaimTransaction,
-    runner: QueryRunner,
-    id: RecordId,
-    terms: OneTransactionTerms,
-    next: CallHandler,
-    steps: FlowSteps,
-    isolation: IsolationLevel,
-    answersEarly: boolean,
-  ): Promise<Handled | HandlerFailed> {
+  async run(transaction: ClaimTransaction, call: HandlerCall, answersEarly: boolean): Promise<Handled | HandlerFailed> {
+    const { runner, id, terms, next, steps, isolation } = call;
     // The caller gave up while the key was claimed: the handler must not start for nobody.
     if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
     const started = performance.now();
@@ -119,6 +110,9 @@ export class HandlerInTransaction {
       .catch(() => undefined); // a connection that broke meanwhile is the pool's to discard
   }
 }
+
+/** What the handler's run reads of the flow's call. */
+export type HandlerCall = Pick<FlowCall, 'id' | 'terms' | 'next' | 'runner' | 'steps' | 'isolation'>;
 
 /** A handler whose Observable ended, and its transaction as it sees it. */
 export interface RunningHandler {

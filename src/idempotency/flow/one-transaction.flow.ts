@@ -1,12 +1,11 @@
 import { type CallHandler, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import type { QueryRunner } from 'typeorm';
 import { ClaimTransaction } from './claim-transaction.js';
 import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled, transactionConflictOf } from '../driver/database-errors.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
-import type { IsolationLevel, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type ReadForClaimRow, type RecordedAtCommitRow } from '../records/record.statements.js';
 import { type EncodedOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -15,7 +14,7 @@ import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { type FlowEnding, type FlowSteps, replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import { HandlerAbandonedError } from './handler-run.js';
-import type { OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
+import type { FlowCall, OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
 import { type Handled, HANDLER_SAVEPOINT, HandlerInTransaction } from './handler-in-transaction.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
 import { ownQueryRunner } from '../transactions/transaction-join.js';
@@ -53,22 +52,29 @@ export class OneTransactionFlow {
 
   async execute(id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
     const first = this.claimsFirst(terms);
-    const steps: FlowSteps = { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} };
-    const runner = ownQueryRunner(this.served.dataSource);
-    const held: HeldConnection = { handedOver: false };
-    const isolation = terms.isolation ?? this.served.isolation;
+    const call: FlowCall = {
+      id,
+      fingerprint,
+      terms,
+      next,
+      runner: ownQueryRunner(this.served.dataSource),
+      isolation: terms.isolation ?? this.served.isolation,
+      steps: { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} },
+      handedOver: false,
+    };
+    const { steps } = call;
     let transaction: ClaimTransaction | undefined;
     try {
       let ending: FlowEnding<OneTransactionSettled>;
       if (first) {
         // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
-        const guarded = isolation === 'READ COMMITTED' ? await this.guard(runner, steps, id, fingerprint, terms) : await this.guardByRecord(runner, steps, id, fingerprint, terms, isolation);
+        const guarded = call.isolation === 'READ COMMITTED' ? await this.guard(call) : await this.guardByRecord(call);
         if ('settled' in guarded) return { steps, settled: guarded.settled };
         transaction = guarded.transaction;
-        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, guarded);
+        ending = await this.runAndRecord(call, transaction, guarded);
       } else {
-        transaction = await ClaimTransaction.open(runner, this.options, isolation, ...this.savepoint(terms));
-        ending = await this.runAndRecord(transaction, runner, held, steps, id, fingerprint, terms, next, isolation, undefined);
+        transaction = await ClaimTransaction.open(call.runner, this.options, call.isolation, ...this.savepoint(terms));
+        ending = await this.runAndRecord(call, transaction, undefined);
       }
       return ending.settled ? ending : { steps, error: this.idle.explained(ending.error, transaction, steps.timeline.handler?.start) };
     } catch (error) {
@@ -76,7 +82,7 @@ export class OneTransactionFlow {
       terms.restoreResponse?.();
       return { steps, error: this.idle.explained(error, transaction, steps.timeline.handler?.start) };
     } finally {
-      if (!held.handedOver) await runner.release();
+      if (!call.handedOver) await call.runner.release();
     }
   }
 
@@ -94,7 +100,8 @@ export class OneTransactionFlow {
    * `wait` (409 after), then read again: its outcome, or the key, if it
    * rolled back.
    */
-  private async guard(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false; expired: boolean } | { settled: Settled }> {
+  private async guard(call: FlowCall): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false; expired: boolean } | { settled: Settled }> {
+    const { runner, steps, id, terms } = call;
     const started = performance.now();
     const lock = this.tables.of(IdempotencyStatements).tryLock(id);
     const read = this.tables.of(IdempotencyStatements).readForClaim(id);
@@ -113,7 +120,7 @@ export class OneTransactionFlow {
       this.replays.observe(id.operation, holder !== undefined);
       if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention), byRecord: false, expired: found !== undefined };
       await transaction.rollback();
-      return { settled: this.replayOf(holder, id, fingerprint, terms) };
+      return { settled: this.replayOf(call, holder) };
     } catch (error) {
       await transaction.rollback();
       throw error;
@@ -129,14 +136,8 @@ export class OneTransactionFlow {
    * when the key's record was committed after the snapshot; then a fresh
    * transaction claims again and sees it. The record is completed with COMMIT.
    */
-  private async guardByRecord(
-    runner: QueryRunner,
-    steps: FlowSteps,
-    id: RecordId,
-    fingerprint: RequestFingerprint,
-    terms: OneTransactionTerms,
-    isolation: IsolationLevel,
-  ): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
+  private async guardByRecord(call: FlowCall): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
+    const { runner, steps, id, fingerprint, terms, isolation } = call;
     const started = performance.now();
     const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
     for (let attempt = 1; ; attempt++) {
@@ -151,7 +152,7 @@ export class OneTransactionFlow {
       const { transaction } = begun;
       try {
         const row = begun.results[0].rows[0] as ClaimRow;
-        const held = await this.replayIfHeld(transaction, id, fingerprint, row, terms, steps);
+        const held = await this.replayIfHeld(call, transaction, row);
         if (held) return { settled: held };
         if (row.took_over) steps.tookOver = 'expired';
         return { transaction, expiresAt: row.expires_at!, byRecord: true };
@@ -169,31 +170,21 @@ export class OneTransactionFlow {
    * (`afterFailure`), and the record's insert may find the key held: then
    * everything rolled back, and it replays the winner.
    */
-  private async runAndRecord(
-    transaction: ClaimTransaction,
-    runner: QueryRunner,
-    held: HeldConnection,
-    steps: FlowSteps,
-    id: RecordId,
-    fingerprint: RequestFingerprint,
-    terms: OneTransactionTerms,
-    next: CallHandler,
-    isolation: IsolationLevel,
-    claimed: { expiresAt: Date; byRecord: boolean; expired?: boolean } | undefined,
-  ): Promise<FlowEnding<OneTransactionSettled>> {
+  private async runAndRecord(call: FlowCall, transaction: ClaimTransaction, claimed: Claimed | undefined): Promise<FlowEnding<OneTransactionSettled>> {
+    const { runner, steps, id, fingerprint, terms } = call;
     const expiresAt = claimed?.expiresAt;
-    const handled = await this.handler.run(transaction, runner, id, terms, next, steps, isolation, expiresAt !== undefined);
+    const handled = await this.handler.run(transaction, call, expiresAt !== undefined);
     if ('error' in handled) {
       const { error, running } = handled;
       if (running) {
         // The answer needs nothing from the transaction: it leaves now, and the key stays with the handler until it settles.
-        held.handedOver = true;
+        call.handedOver = true;
         this.handler.rollBackOnceSettled(running, transaction, runner, error);
         return { steps, error };
       }
       await transaction.rollback(error);
       if (expiresAt) return { steps, error };
-      const ending = await this.afterFailure(runner, steps, id, fingerprint, terms, error);
+      const ending = await this.afterFailure(call, error);
       if ('settled' in ending) terms.restoreResponse?.();
       return { steps, ...ending };
     }
@@ -205,21 +196,21 @@ export class OneTransactionFlow {
     // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
     const written = { id, fingerprint: fingerprint.value };
     const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { ...written, expiresAt } : written, handled.outcome);
-    const record = this.recordOf(claimed, id, fingerprint, terms, outcome);
+    const record = this.recordOf(call, claimed, outcome);
     let committed: { rows: RecordedAtCommitRow[] } | undefined;
     try {
-      committed = await this.commitRecord(transaction, id, terms, steps, record);
+      committed = await this.commitRecord(call, transaction, record);
     } catch (error) {
       // Claimed at commit above READ COMMITTED, a holder committed after this transaction's snapshot fails the insert so.
       if (claimed || transactionConflictOf(error) !== 'serialization') throw error;
       terms.restoreResponse?.();
-      const replay = await this.replayCommitted(runner, id, fingerprint, terms).catch(() => undefined);
+      const replay = await this.replayCommitted(call).catch(() => undefined);
       if (!replay) throw error; // no holder: a conflict over the business rows
       return { steps, settled: replay };
     }
     if (!committed) {
       terms.restoreResponse?.();
-      return { steps, settled: await this.replayCommitted(runner, id, fingerprint, terms) };
+      return { steps, settled: await this.replayCommitted(call) };
     }
     const [row] = committed.rows;
     if (row.took_over) steps.tookOver = 'expired';
@@ -233,7 +224,7 @@ export class OneTransactionFlow {
    * commit, the insert that takes an expired record over and fails when the
    * key is held.
    */
-  private recordOf(claimed: { byRecord: boolean; expired?: boolean } | undefined, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, outcome: EncodedOutcome): PreparedStatement {
+  private recordOf({ id, fingerprint, terms }: FlowCall, claimed: Claimed | undefined, outcome: EncodedOutcome): PreparedStatement {
     const statements = this.tables.of(IdempotencyStatements);
     if (claimed?.byRecord) return statements.completeClaim(id, outcome);
     if (claimed && !claimed.expired) return statements.insertRecord(id, fingerprint.value, terms.retention, outcome);
@@ -246,7 +237,7 @@ export class OneTransactionFlow {
    * Undefined when the key was held, and so nothing committed; 409 when its
    * owner outlasted `wait`.
    */
-  private async commitRecord(transaction: ClaimTransaction, id: RecordId, terms: OneTransactionTerms, steps: FlowSteps, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
+  private async commitRecord({ id, terms, steps }: FlowCall, transaction: ClaimTransaction, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();
     try {
       const committed = await transaction.commitWith<RecordedAtCommitRow>(record);
@@ -275,10 +266,11 @@ export class OneTransactionFlow {
   }
 
   /** The record that held the key at commit, read after the rollback: committed by now, since the insert waited for its owner. */
-  private async replayCommitted(runner: QueryRunner, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Promise<Settled> {
-    const { text, values } = this.tables.of(IdempotencyStatements).readRecord(id);
+  private async replayCommitted(call: FlowCall): Promise<Settled> {
+    const { runner } = call;
+    const { text, values } = this.tables.of(IdempotencyStatements).readRecord(call.id);
     const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
-    return this.replayOf(holder, id, fingerprint, terms);
+    return this.replayOf(call, holder);
   }
 
   /**
@@ -293,7 +285,8 @@ export class OneTransactionFlow {
    * 503 with Retry-After, without the claim: it would wait on the winner for
    * what the handler would not.
    */
-  private async afterFailure(runner: QueryRunner, steps: FlowSteps, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+  private async afterFailure(call: FlowCall, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
+    const { runner, steps, id, fingerprint, terms } = call;
     if (isLockTimeout(failure)) return { error: failure };
     const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
     let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
@@ -304,7 +297,7 @@ export class OneTransactionFlow {
       return { error: failure };
     }
     try {
-      const held = await this.replayIfHeld(probe.transaction, id, fingerprint, probe.results[0].rows[0] as ClaimRow, terms, steps);
+      const held = await this.replayIfHeld(call, probe.transaction, probe.results[0].rows[0] as ClaimRow);
       return held ? { settled: held } : { error: failure };
     } finally {
       await probe.transaction.rollback();
@@ -312,11 +305,11 @@ export class OneTransactionFlow {
   }
 
   /** What a key-taking statement found: undefined when it took the key (the caller's to use or give up), else the holder's outcome to replay. */
-  private async replayIfHeld(transaction: ClaimTransaction, id: RecordId, fingerprint: RequestFingerprint, row: ClaimRow, terms: OneTransactionTerms, steps: FlowSteps): Promise<Settled | undefined> {
-    this.replays.observe(id.operation, !row.claimed);
+  private async replayIfHeld(call: FlowCall, transaction: ClaimTransaction, row: ClaimRow): Promise<Settled | undefined> {
+    this.replays.observe(call.id.operation, !row.claimed);
     if (row.claimed) return undefined;
-    if (row.fingerprint == null) steps.collided = true;
-    return this.replayHolder(transaction, id, fingerprint, row.fingerprint == null ? undefined : row, terms);
+    if (row.fingerprint == null) call.steps.collided = true;
+    return this.replayHolder(call, transaction, row.fingerprint == null ? undefined : row);
   }
 
   /**
@@ -360,14 +353,14 @@ export class OneTransactionFlow {
    * record), and a fresh read finds what it recorded. Neither read returns an
    * expired record: nothing replays, nor answers 422, from one.
    */
-  private async replayHolder(transaction: ClaimTransaction, id: RecordId, fingerprint: RequestFingerprint, row: ClaimRow | undefined, terms: OneTransactionTerms): Promise<Settled> {
-    const holder = row ?? (await transaction.query<LiveRecordRow>(this.tables.of(IdempotencyStatements).readRecord(id))).rows[0];
+  private async replayHolder(call: FlowCall, transaction: ClaimTransaction, row: ClaimRow | undefined): Promise<Settled> {
+    const holder = row ?? (await transaction.query<LiveRecordRow>(this.tables.of(IdempotencyStatements).readRecord(call.id))).rows[0];
     await transaction.rollback();
-    return this.replayOf(holder as LiveRecordRow | undefined, id, fingerprint, terms);
+    return this.replayOf(call, holder as LiveRecordRow | undefined);
   }
 
   /** The holder's outcome as the answer: 422 for another request's, 409 while it has none. */
-  private replayOf(holder: LiveRecordRow | undefined, id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms): Settled {
+  private replayOf({ id, fingerprint, terms }: FlowCall, holder: LiveRecordRow | undefined): Settled {
     // An outcome that does not decrypt, or a fingerprint that cannot be checked, throws here: nothing is replayed, and the claim took nothing over.
     const record = holder && toStoredRecord(holder, id, this.outcomes);
     if (!holder || !record?.outcome) throw terms.inProgress();
@@ -375,9 +368,11 @@ export class OneTransactionFlow {
   }
 }
 
-/** The flow's hold on its QueryRunner: handed over when the transaction outlives the answer. */
-interface HeldConnection {
-  handedOver: boolean;
+/** How the key was claimed before the handler ran: by the key's lock (a record found expired or none), or by an in-progress record. */
+interface Claimed {
+  expiresAt: Date;
+  byRecord: boolean;
+  expired?: boolean;
 }
 
 /** Settled on the handler's own outcome, as the key-taking statement's row dates it. */

@@ -1,6 +1,9 @@
-import type { HttpException } from '@nestjs/common';
+import type { CallHandler, HttpException } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import type { ClaimMode, IsolationLevel } from '../options/idempotency.options.js';
-import type { RecordedOutcome, Settled } from '../outcome/recorded-outcome.js';
+import type { FlowSteps, RecordedOutcome, Settled } from '../outcome/recorded-outcome.js';
+import type { RecordId } from '../records/stored-record.js';
 import type { Abandonment } from './handler-run.js';
 
 /** What the caller decides about one call of the flow: an HTTP route, a GraphQL field, a message handler. */
@@ -38,3 +41,19 @@ export interface OneTransactionTerms {
 
 /** Settled by the one-transaction flow; `result` is the handler's own value when it ran and succeeded. */
 export type OneTransactionSettled = Settled & { result?: unknown };
+
+/** One call of the flow: what its steps share, from the claim to the answer. */
+export interface FlowCall {
+  readonly id: RecordId;
+  readonly fingerprint: RequestFingerprint;
+  readonly terms: OneTransactionTerms;
+  /** The route's handler, as Nest's interceptor chain calls it. */
+  readonly next: CallHandler;
+  /** The connection the claim, the handler and the record share. */
+  readonly runner: QueryRunner;
+  /** The transaction's isolation level: the call's, else the app's. */
+  readonly isolation: IsolationLevel;
+  readonly steps: FlowSteps;
+  /** Set once the transaction outlives the answer: the runner is then released when the handler settles, not by the flow. */
+  handedOver: boolean;
+}

@@ -40,7 +40,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (context.getType<string>() === 'graphql') {
       return this.idempotency.mutations.intercept(context, next, (key, route, call) => {
         const abandonment = new Abandonment();
-        return settling(() => this.attempt(key, route, call, undefined, next, abandonment), () => abandonment.abandon());
+        return settling(() => this.attempt(key, { route, request: call, response: undefined, next, abandonment }), () => abandonment.abandon());
       });
     }
     const route = context.getType() === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
@@ -55,7 +55,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const response = http.getResponse();
     const abandonment = new Abandonment();
     return settling(
-      () => andThen(this.attempt(key, route, request, response, next, abandonment), (settled) => this.send(settled, route, response)),
+      () => andThen(this.attempt(key, { route, request, response, next, abandonment }), (settled) => this.send(settled, route, response)),
       () => abandonment.abandon(),
     );
   }
@@ -65,15 +65,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * it has. A replay from the cache settles at once; anything else, once its
    * flow has ended.
    */
-  private attempt(key: ParsedIdempotencyKey, route: IdempotentRoute, request: any, response: unknown, next: CallHandler, abandonment?: Abandonment): Settled | Promise<Settled> {
+  private attempt(key: ParsedIdempotencyKey, call: RouteCall): Settled | Promise<Settled> {
+    const { route } = call;
     const start = performance.now();
     let id: RecordId | undefined;
     let ending: FlowEnding | Promise<FlowEnding>;
     try {
       if (key.kind === 'missing') throw new IdempotencyKeyMissingException(route.headerName);
       if (key.kind === 'malformed') throw new IdempotencyKeyMalformedException(route.headerName, key.reason);
-      id = { scope: route.scopeOf(request), operation: route.operation, key: key.key };
-      ending = this.dispatch(id, { route, request, response, next, abandonment });
+      id = { scope: route.scopeOf(call.request), operation: route.operation, key: key.key };
+      ending = this.dispatch(id, call);
     } catch (error) {
       ending = { steps: NO_STEPS, error };
     }
@@ -87,7 +88,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** Emits the attempt event of an ended flow; returns what it settled on, or throws the error it answers with. */
   private concluded(route: IdempotentRoute, id: RecordId | undefined, ending: FlowEnding, start: number): Settled {
     const error = ending.settled ? undefined : unavailableOr(ending.error);
-    this.idempotency.events.emit(attemptEvent(route.operation, id, ending, error, HTTP_ERRORS, start));
+    this.idempotency.events.emit(attemptEvent({ operation: route.operation, id }, ending, error, HTTP_ERRORS, start));
     if (ending.settled) return ending.settled;
     throw error;
   }
@@ -135,7 +136,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const guard = response === undefined ? undefined : ResponseGuard.hold(response);
     const stopListening = guard && abandonment?.onAbandon(() => guard.abandon());
     try {
-      if (route.lease) return await phased.execute(id, fingerprint, route, next, request, response);
+      if (route.lease) return await phased.execute(id, fingerprint, { route, next, request, response });
       const terms = oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard);
       terms.abandonment = abandonment;
       return await oneTransaction.execute(id, fingerprint, terms, next);

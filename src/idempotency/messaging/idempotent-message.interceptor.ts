@@ -45,7 +45,7 @@ export class IdempotentMessageInterceptor implements NestInterceptor {
         ending = { steps: NO_STEPS, error };
       }
       // A delivery's event has no HTTP status for an error, and no timeline.
-      events.emit(attemptEvent(handler.operation, id, ending, ending.error, MESSAGE_ERRORS));
+      events.emit(attemptEvent({ operation: handler.operation, id }, ending, ending.error, MESSAGE_ERRORS));
       const { settled } = ending;
       if (!settled) throw ending.error;
       return settled.replayed ? (settled.outcome.body === null ? undefined : JSON.parse(settled.outcome.body)) : settled.result;

@@ -115,7 +115,7 @@ export class OutboxStatements {
    * inserted only at commit (`recordAtCommit`) is not there yet: its claim
    * time will be this transaction's `now()`, which the identity takes instead.
    */
-  insertForOperation(id: RecordId, phase: string, index: number, event: OutboxInsert, notify: boolean, recordAtCommit: boolean): PreparedStatement {
+  insertForOperation({ id, phase, recordAtCommit }: { id: RecordId; phase: string; recordAtCommit: boolean }, index: number, event: OutboxInsert, notify: boolean): PreparedStatement {
     return {
       ...(recordAtCommit ? this.insertAtCommitText : this.insertForOperationText),
       values: [event.type, event.payload, event.headers, event.orderingKey, id.scope, id.operation, id.key, phase, index, event.sourceKeyHash, notify],

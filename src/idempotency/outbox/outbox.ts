@@ -79,7 +79,7 @@ export class Outbox {
     const manager = this.transactions.manager;
     let rows: Array<{ id: string }>;
     if (operation) {
-      const statement = this.tables.of(OutboxStatements).insertForOperation(operation.id, operation.phase, operation.events++, insert, this.options.notify, operation.recordAtCommit);
+      const statement = this.tables.of(OutboxStatements).insertForOperation(operation, operation.events++, insert, this.options.notify);
       // On the flow's own transaction it goes named, prepared once per connection; in any other, through the current manager.
       const flow = operation.transaction?.manager === manager ? operation.transaction : undefined;
       rows = flow ? await flow.send(statement) : await manager.query(statement.text, statement.values);

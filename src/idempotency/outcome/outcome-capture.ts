@@ -29,7 +29,7 @@ export function captureSuccess(result: unknown, route: { successStatus: number; 
   const json = expressJsonOf(response);
   // Fastify sends a null result as the JSON text null; Express, as an empty body.
   const nullIsJson = adapter.getType() === 'fastify';
-  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, headerOf, route.replayHeaders, json, nullIsJson);
+  return successOutcome(typeof status === 'number' ? status : route.successStatus, result, headerOf, { replayHeaders: route.replayHeaders, json, nullIsJson });
 }
 
 /**
@@ -58,14 +58,7 @@ function expressJsonOf(response: unknown): ((value: unknown) => string) | undefi
  * `headerOf` (by lower-case name) gives, and the body's content type (the
  * one the handler set, else a default), allowlisted or not.
  */
-export function successOutcome(
-  status: number,
-  result: unknown,
-  headerOf: (name: string) => unknown,
-  replayHeaders: readonly string[],
-  json: (value: unknown) => string = JSON.stringify,
-  nullIsJson = false,
-): RecordedOutcome {
+export function successOutcome(status: number, result: unknown, headerOf: (name: string) => unknown, { replayHeaders, json = JSON.stringify, nullIsJson = false }: BodyWriting): RecordedOutcome {
   const unstorable = describeUnstorable(result);
   if (unstorable) throw new UnstorableResponseException(unstorable, TEXT_ONLY);
   const empty = result === undefined || (result === null && !nullIsJson);
@@ -82,6 +75,13 @@ export function successOutcome(
     headers['content-type'] ??= set !== undefined ? String(set) : typeof result === 'string' ? 'text/plain; charset=utf-8' : JSON_CONTENT;
   }
   return { status, headers, body };
+}
+
+/** How a success's body and headers are written: the headers replayed, JSON's writer, and whether null is JSON's `null`. */
+interface BodyWriting {
+  replayHeaders: readonly string[];
+  json?: (value: unknown) => string;
+  nullIsJson?: boolean;
 }
 
 /**

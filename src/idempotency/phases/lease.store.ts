@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
-import { type LeaseClaimRow, LeaseStatements, type Statement, type TakenOverRow } from '../records/record.statements.js';
+import { type LeaseClaimRow, LeaseStatements, type LeaseTerms, type Statement, type TakenOverRow } from '../records/record.statements.js';
 import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
@@ -66,8 +66,8 @@ export class LeaseStore {
    * A lapsed lease is taken over by the same request only, under whichever
    * listed key (or none) its fingerprint was written.
    */
-  async claim(id: RecordId, fingerprint: RequestFingerprint, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Promise<LeasedClaim> {
-    const statement = this.statements.claim(id, { written: fingerprint.value, accepted: fingerprint.accepted() }, retentionMs, leaseMs, owner, lockTimeoutMs);
+  async claim(id: RecordId, fingerprint: RequestFingerprint, lease: LeaseTerms): Promise<LeasedClaim> {
+    const statement = this.statements.claim(id, { written: fingerprint.value, accepted: fingerprint.accepted() }, lease);
     const [row] = await run<LeaseClaimRow>(this.pool, statement);
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
     // No row: the key is held by a claim this statement's snapshot could not see yet.
@@ -92,7 +92,7 @@ export class LeaseStore {
   }
 
   /** Records a finished phase as the new recovery point. */
-  async savePhase(on: Queryable, id: RecordId, owner: string, phase: string, resultJson: string, leaseMs: number): Promise<boolean> {
+  async savePhase(on: Queryable, { id, owner, leaseMs }: { id: RecordId; owner: string; leaseMs: number }, phase: string, resultJson: string): Promise<boolean> {
     return (await run(on, this.statements.savePhase(id, owner, phase, resultJson, leaseMs))).length === 1;
   }
 

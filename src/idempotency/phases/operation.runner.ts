@@ -109,6 +109,6 @@ export class OperationRunner {
   private outcomeOf(operation: PhasedOperation<unknown, unknown>, output: unknown, status: number): RecordedOutcome {
     const response = operation.respond ? operation.respond(output) : { body: output };
     const headers = new Map(Object.entries(response.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
-    return successOutcome(status, response.body, (name) => headers.get(name), this.options.replayHeaders);
+    return successOutcome(status, response.body, (name) => headers.get(name), { replayHeaders: this.options.replayHeaders });
   }
 }

@@ -54,6 +54,21 @@ const MAX_POLL_MS = 200;
 /** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
 const CLAIM_LOCK_TIMEOUT_MS = 50;
 
+/** A request of a phased route, as the interceptor hands it over. */
+export interface PhasedRequest {
+  route: PhasedRoute;
+  next: CallHandler;
+  request: Record<symbol, unknown>;
+  response: unknown;
+}
+
+/** One call of the phased flow: what its steps share. */
+interface PhasedCall extends PhasedRequest {
+  id: RecordId;
+  fingerprint: RequestFingerprint;
+  steps: FlowSteps;
+}
+
 /**
  * The request flow of a phased route: the claim commits first, under a
  * lease; the handler's operation commits phase by phase; the outcome is
@@ -74,25 +89,17 @@ export class PhasedFlow {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  async execute(id: RecordId, fingerprint: RequestFingerprint, route: PhasedRoute, next: CallHandler, request: Record<symbol, unknown>, response: unknown): Promise<FlowEnding> {
+  async execute(id: RecordId, fingerprint: RequestFingerprint, request: PhasedRequest): Promise<FlowEnding> {
     const steps: FlowSteps = { collided: false, timeline: {} };
     try {
-      return { steps, settled: await this.settleRequest(id, fingerprint, route, next, request, response, steps) };
+      return { steps, settled: await this.settleRequest({ id, fingerprint, steps, ...request }) };
     } catch (error) {
       return { steps, error };
     }
   }
 
   /** Claims, runs and records; `steps` is this flow's own note of what it went through. */
-  private async settleRequest(
-    id: RecordId,
-    fingerprint: RequestFingerprint,
-    route: PhasedRoute,
-    next: CallHandler,
-    request: Record<symbol, unknown>,
-    response: unknown,
-    steps: FlowSteps,
-  ): Promise<Settled> {
+  private async settleRequest({ id, fingerprint, route, next, request, response, steps }: PhasedCall): Promise<Settled> {
     const owner = randomUUID();
     const leaseMs = route.lease!;
     const claimStarted = performance.now();
@@ -207,7 +214,7 @@ export class PhasedFlow {
     const deadline = Date.now() + route.wait;
     for (let poll = 0; ; poll++) {
       const lockTimeoutMs = Math.min(CLAIM_LOCK_TIMEOUT_MS, deadline - Date.now());
-      const claim = await this.leases.claim(id, fingerprint, route.retention, route.lease!, owner, lockTimeoutMs).catch((error: unknown) => {
+      const claim = await this.leases.claim(id, fingerprint, { owner, leaseMs: route.lease!, retentionMs: route.retention, lockTimeoutMs }).catch((error: unknown) => {
         if (!isLockTimeout(error)) throw error;
         return { claimed: false, holder: undefined } as const; // a row lock held by an owner at work
       });

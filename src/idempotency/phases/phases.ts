@@ -70,7 +70,7 @@ export class Phases {
       // Fencing first: it locks the record, so no takeover can slip in before this phase commits.
       if (!(await this.leases.renew(runner, id, owner, leaseMs))) throw new LeaseLostError();
       const resultJson = toJson(await CurrentOperation.run(id, () => this.transactions.run(runner.manager, work), { phase }));
-      await this.leases.savePhase(runner, id, owner, phase, resultJson, leaseMs);
+      await this.leases.savePhase(runner, this.ownership, phase, resultJson);
       await runner.commitTransaction();
       return this.remember(phase, resultJson);
     } catch (error) {
@@ -95,7 +95,7 @@ export class Phases {
     const { id, owner, leaseMs, signal, claimedAt } = this.ownership;
     if (!(await this.leases.renew(this.leases.pool, id, owner, leaseMs))) throw new LeaseLostError();
     const resultJson = toJson(await call(downstreamKey({ ...id, claimedAt }, phase), signal));
-    if (!(await this.leases.savePhase(this.leases.pool, id, owner, phase, resultJson, leaseMs))) throw new LeaseLostError();
+    if (!(await this.leases.savePhase(this.leases.pool, this.ownership, phase, resultJson))) throw new LeaseLostError();
     return this.remember(phase, resultJson);
   }
 

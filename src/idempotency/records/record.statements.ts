@@ -301,6 +301,14 @@ function takeKeyText(records: string, { status, outcome: [responseStatus, respon
 }
 
 /** The row of `LeaseStatements.claim`: the claim, or the record that holds the key (`claimed` false), or none. */
+/** A phased claim's terms: who claims, for how long the lease and the record, and how long it may wait on a row lock. */
+export interface LeaseTerms {
+  owner: string;
+  leaseMs: number;
+  retentionMs: number;
+  lockTimeoutMs: number;
+}
+
 export type LeaseClaimRow = RecordRow & {
   claimed: boolean;
   took_over: boolean;
@@ -362,7 +370,7 @@ export class LeaseStatements {
    * `accepted` (this request's, under each key: see request-fingerprints.ts),
    * and the record then holds `written`.
    */
-  claim(id: RecordId, fingerprint: { written: string; accepted: readonly string[] }, retentionMs: number, leaseMs: number, owner: string, lockTimeoutMs: number): Statement {
+  claim(id: RecordId, fingerprint: { written: string; accepted: readonly string[] }, { owner, leaseMs, retentionMs, lockTimeoutMs }: LeaseTerms): Statement {
     return {
       text: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
        held AS (

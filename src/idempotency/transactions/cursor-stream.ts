@@ -6,6 +6,12 @@ const BATCH = 100;
 /** Runs one statement of the stream's owner in the request's transaction; answers its rows. */
 export type CursorQuery = (sql: string, parameters?: unknown[]) => Promise<unknown>;
 
+/** What TypeORM passes to pg-query-stream besides the query: called when the stream ends, and when it fails. */
+interface StreamCallbacks {
+  onEnd?: () => void;
+  onError?: (error: Error) => void;
+}
+
 /**
  * A stream of the rows of `sql`, read from a server-side cursor of the
  * request's transaction, a batch per FETCH.
@@ -23,7 +29,7 @@ export type CursorQuery = (sql: string, parameters?: unknown[]) => Promise<unkno
  * one when it starts; `onEnd` and `onError` are called as TypeORM passes
  * them to pg-query-stream.
  */
-export function cursorStream(query: CursorQuery, name: string, sql: string, parameters: unknown[] | undefined, onEnd?: () => void, onError?: (error: Error) => void): Readable {
+export function cursorStream(query: CursorQuery, name: string, sql: string, parameters: unknown[] | undefined, { onEnd, onError }: StreamCallbacks = {}): Readable {
   let declared = false;
   let closed = false;
   const close = async () => {

@@ -325,7 +325,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   async stream(owner: StatementOwner, sql: string, parameters: unknown[] | undefined, onEnd?: () => void, onError?: (error: Error) => void): Promise<Readable> {
     if (!this.isOpen) return this.late(() => (owner === this.runner ? this.ownStream(sql, parameters, onEnd, onError) : (owner as QueryRunner).stream(sql, parameters, onEnd, onError)));
     const fetch = (statement: string, values?: unknown[]) => this.query(owner, [statement, values]);
-    return cursorStream(fetch, `idempotency_cursor_${++this.cursors}`, sql, parameters, onEnd, onError);
+    return cursorStream(fetch, `idempotency_cursor_${++this.cursors}`, sql, parameters, { onEnd, onError });
   }
 
   /** Binds a QueryRunner the handler created to this transaction (see `joinQueryRunner`). */
