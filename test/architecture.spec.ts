@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import ts from 'typescript';
@@ -77,5 +77,18 @@ function longParameterLists(file: string, most: number): string[] {
 describe('the code’s shape', () => {
   it('gives no function more than 5 positional parameters: what steps share travels in one object', () => {
     expect(sourceFiles(root).flatMap((file) => longParameterLists(file, 5))).toEqual([]);
+  });
+
+  it('casts through unknown into another library only in the seams the map lists, each pinned by a test that exists', () => {
+    const section = map.slice(map.indexOf('## The seams'), map.indexOf('## ', map.indexOf('## The seams') + 3));
+    const rows = [...section.matchAll(/^\| [^|]+ \| `([^`]+)` \| [^|]+ \| (.+) \|$/gm)].map(([, seam, pinned]) => ({ seam, pinned: [...pinned.matchAll(/`([^`]+)`/g)].map(([, path]) => path) }));
+    expect(rows.length).toBeGreaterThan(0);
+    for (const { seam, pinned } of rows) {
+      expect(existsSync(join(root, seam)), seam).toBe(true);
+      for (const path of pinned) expect(existsSync(path), path).toBe(true);
+    }
+    const inSeam = (file: string) => rows.some(({ seam }) => (seam.endsWith('/') ? file.startsWith(join(root, seam)) : file === join(root, seam)));
+    const outside = sourceFiles(root).filter((file) => !inSeam(file) && readFileSync(file, 'utf8').includes('as unknown as'));
+    expect(outside).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@ import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, forgetPrepared, isNamedStatementLost } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+import { type RunnerState, runnerState } from '../transactions/typeorm-internals.js';
 
 /** BEGIN at each level, spelt once. */
 const BEGIN: Readonly<Record<IsolationLevel, string>> = {
@@ -39,12 +40,6 @@ interface PgQuery {
   callback?: (error: Error | null, result: StatementResult<unknown>) => void;
 }
 type PgQueryClass = new (text: string, values?: unknown[]) => PgQuery;
-
-/** What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own. */
-interface TypeOrmTransactionState {
-  isTransactionActive: boolean;
-  transactionDepth: number;
-}
 
 /** How the pg driver sends the module's statements. */
 export interface PgClientDriverOptions {
@@ -90,7 +85,7 @@ export class PgClientDriver implements TransactionDriver {
    */
   static unfitFor(runner: QueryRunner, client: unknown): string | undefined {
     const pg = client as Partial<PgClient> | undefined;
-    const state = runner as unknown as Partial<TypeOrmTransactionState>;
+    const state: Partial<RunnerState> = runnerState(runner);
     if (typeof pg?.query !== 'function') return 'the QueryRunner’s connection is not a node-postgres client';
     const stream = pg.connection?.stream;
     if (pg.pipeline && (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function')) return 'the pipelined client’s socket cannot be corked';
@@ -303,7 +298,8 @@ export class PgClientDriver implements TransactionDriver {
   }
 
   private setTypeOrmState(open: boolean): void {
-    const state = this.runner as unknown as TypeOrmTransactionState;
+    // What TypeORM consults to decide whether `runner.manager` writes need a transaction of their own.
+    const state = runnerState(this.runner);
     state.isTransactionActive = open;
     state.transactionDepth = open ? 1 : 0;
   }

@@ -1,5 +1,6 @@
 import { StatementRefusedError } from '../errors/idempotency.exceptions.js';
 import { effectOf, statementText } from './transaction-control.js';
+import type { RunnerClient } from './typeorm-internals.js';
 
 /** What the guard of the request's pg client asks of the request's transaction: `RequestTransaction`. */
 export interface ClientGuard {
@@ -24,9 +25,9 @@ const guardedClients = new WeakMap<object, object>();
  * close it. Everything else goes to the client as it is, into the request's
  * transaction, without a savepoint of its own.
  */
-export function guardedClient<Client extends object>(client: Client, guard: ClientGuard): Client {
+export function guardedClient<Client extends RunnerClient>(client: Client, guard: ClientGuard): Client {
   if (guardedClients.has(client)) return client;
-  const target = client as unknown as { query(...args: unknown[]): unknown };
+  const target = client;
   const bound = new Map<PropertyKey, unknown>();
   const query = (statement: unknown, ...rest: unknown[]) => {
     if (guard.sendsOwn()) return target.query(statement, ...rest);
@@ -47,7 +48,7 @@ export function guardedClient<Client extends object>(client: Client, guard: Clie
   // Once the request has ended the connection is the pool's again, maybe another request's: code that kept it does not close it.
   const end = (...args: unknown[]) => {
     const closed = guard.closedError();
-    if (!closed) return (target as unknown as { end(...args: unknown[]): unknown }).end(...args);
+    if (!closed) return target.end(...args);
     const callback = args[0];
     if (typeof callback !== 'function') return Promise.reject(closed);
     queueMicrotask(() => (callback as (error: Error) => void)(closed));

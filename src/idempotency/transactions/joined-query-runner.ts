@@ -2,6 +2,7 @@ import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import type { Readable } from 'node:stream';
 import { wrapMethod } from './wrap-method.js';
 import type { StatementOwner } from './user-transactions.js';
+import { broadcasterOf, type RunnerClient, runnerState } from './typeorm-internals.js';
 
 /** What a QueryRunner the handler created asks of the request's transaction it joins: `RequestTransaction`. */
 export interface JoinedRunnerHost {
@@ -20,7 +21,6 @@ export interface JoinedRunnerHost {
 /** TypeORM's events for the end of a transaction; here they are a savepoint's, and the request fires them at its real COMMIT. */
 const COMMIT_EVENTS = new Set(['BeforeTransactionCommit', 'AfterTransactionCommit']);
 
-type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
 
 /**
  * Binds a QueryRunner the handler created inside an idempotent request
@@ -51,13 +51,14 @@ type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
  */
 export function joinQueryRunner(runner: QueryRunner, host: JoinedRunnerHost): () => void {
   const owner: StatementOwner = runner;
-  const broadcaster = runner.broadcaster as unknown as { broadcast: Broadcast };
+  const broadcaster = broadcasterOf(runner);
+  const state = runnerState(runner);
   let connection: Promise<unknown> | undefined;
   const undo = [
     // The request's runner answers its client guarded (see guardedClient): set here too, for code that reads it after connect().
     wrapMethod(runner, 'connect', () => () =>
-      (connection ??= host.runner.connect().then((client: unknown) => {
-        (runner as unknown as { databaseConnection: unknown }).databaseConnection = client;
+      (connection ??= host.runner.connect().then((client: RunnerClient) => {
+        state.databaseConnection = client;
         return client;
       })),
     ),
@@ -85,7 +86,6 @@ export function joinQueryRunner(runner: QueryRunner, host: JoinedRunnerHost): ()
   ];
   return () => {
     for (const restore of undo.reverse()) restore();
-    const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number; databaseConnection?: unknown };
     state.isTransactionActive = false;
     state.transactionDepth = 0;
     state.databaseConnection = undefined;

@@ -3,6 +3,7 @@ import { LockHeldByRequestError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf } from '../driver/database-errors.js';
 import { ContextSlot } from './request-context.js';
 import { wrapMethod } from './wrap-method.js';
+import { runnerState } from './typeorm-internals.js';
 
 /** What the watch asks of the request a statement escaped from: `RequestTransaction`. */
 export interface EscapedRequest {
@@ -72,6 +73,6 @@ export const LockWaitWatch = {
 
 /** The server process of the runner's pg client, from its BackendKeyData; undefined before it connected. */
 export function backendOf(runner: QueryRunner): number | undefined {
-  const pid = (runner as unknown as { databaseConnection?: { processID?: number | null } }).databaseConnection?.processID;
+  const pid = runnerState(runner).databaseConnection?.processID;
   return typeof pid === 'number' ? pid : undefined;
 }

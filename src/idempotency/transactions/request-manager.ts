@@ -1,5 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { sqlStateOf } from '../driver/database-errors.js';
+import { methodsOf } from './typeorm-internals.js';
 
 /** The EntityManager methods that would run in a transaction of their own outside one: without the module, each is atomic. */
 export const ATOMIC_METHODS = ['save', 'remove', 'softRemove', 'recover', 'transaction'] as const;
@@ -27,8 +28,8 @@ type Atomic = (...args: unknown[]) => Promise<unknown>;
  * own manager, on a connection of its own.
  */
 export function joinRequestManager(runner: QueryRunner, host: ManagerHost): void {
-  const manager = runner.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], Atomic>;
-  const atomicOf = (other: QueryRunner) => other.manager as unknown as Record<(typeof ATOMIC_METHODS)[number], Atomic>;
+  const manager = methodsOf<(typeof ATOMIC_METHODS)[number]>(runner.manager);
+  const atomicOf = (other: QueryRunner) => methodsOf<(typeof ATOMIC_METHODS)[number]>(other.manager);
   for (const name of ATOMIC_METHODS) {
     const method = manager[name];
     manager[name] = (...args: unknown[]) => {

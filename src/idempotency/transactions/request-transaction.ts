@@ -14,6 +14,7 @@ import { joinRequestManager, type ManagerHost } from './request-manager.js';
 import { SessionIdentity } from './session-identity.js';
 import { effectOf, type StatementEffect } from './transaction-control.js';
 import { type StatementOwner, UserTransactions, type UserTransactionsConnection } from './user-transactions.js';
+import { type Broadcast, broadcasterOf, dataSourceOfRunner, runnerState } from './typeorm-internals.js';
 
 /** What the request's transaction keeps of the app's own transactions. */
 export interface RequestTransactionTerms {
@@ -67,7 +68,6 @@ export type RequestTransactionState = 'open' | 'settling' | 'committed' | 'rolle
 /** TypeORM's events for the end of a transaction; a savepoint's RELEASE fires the first two too. */
 const COMMIT_EVENTS = new Set(['BeforeTransactionCommit', 'AfterTransactionCommit']);
 
-type Broadcast = (event: string, ...args: unknown[]) => Promise<void>;
 
 const SAVEPOINT = 'SAVEPOINT idempotency_unit';
 const RELEASE = 'RELEASE SAVEPOINT idempotency_unit';
@@ -201,16 +201,16 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    */
   static install(runner: QueryRunner, channel: SavepointChannel, terms: RequestTransactionTerms): RequestTransaction {
     const transaction = new RequestTransaction(runner, channel, terms);
-    const broadcaster = runner.broadcaster as unknown as { broadcast: Broadcast };
+    const broadcaster = broadcasterOf(runner);
+    const state = runnerState(runner);
     const broadcast = broadcaster.broadcast.bind(broadcaster);
     transaction.broadcast = broadcast;
     // TypeORM checks the depth after releasing: 2 or more before the RELEASE, 1 or more after it, is a savepoint's.
     broadcaster.broadcast = (event, ...args) =>
-      COMMIT_EVENTS.has(event) && (runner as unknown as { transactionDepth: number }).transactionDepth >= (event === 'BeforeTransactionCommit' ? 2 : 1) ? Promise.resolve() : broadcast(event, ...args);
+      COMMIT_EVENTS.has(event) && state.transactionDepth >= (event === 'BeforeTransactionCommit' ? 2 : 1) ? Promise.resolve() : broadcast(event, ...args);
     channel.hookInto(transaction);
     runner.query = ((...args: unknown[]) => transaction.query(runner, args)) as QueryRunner['query'];
     // The request's client, as code that reaches it (databaseConnection, a joined runner's connect()) meets it.
-    const state = runner as unknown as { databaseConnection?: object };
     if (state.databaseConnection) state.databaseConnection = guardedClient(state.databaseConnection, transaction.clientGuard);
     // The flow releases the runner once the transaction has ended; a release() of the handler's before that would hand its connection, mid-transaction, to other requests.
     const release = runner.release;
@@ -405,7 +405,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     },
     endScoped: (scoped) => this.inUnitScope(() => scoped.end(this.ownQuery, this.sendOwn)),
     // The request's runner is at depth 1 in the request's transaction: deeper, TypeORM runs a transaction() callback on it.
-    insideCallback: (owner) => owner === this.runner && (this.runner as unknown as { transactionDepth: number }).transactionDepth > 1,
+    insideCallback: (owner) => owner === this.runner && runnerState(this.runner).transactionDepth > 1,
     takesOwnStatements: () => this.accepting,
     rolledBackFor: (owner) => {
       if (owner !== this.runner) Object.assign(owner, { isTransactionActive: false, transactionDepth: 0 });
@@ -606,11 +606,6 @@ function warnOfOverflow(): void {
       'and while such transactions run, readers (on a standby above all) look up the transaction of every recent row in pg_subtrans, which slows them down sharply once a long transaction is open. ' +
       'Write in fewer units (one insert() of many rows, or the writes inside one transaction() callback), or set unitSavepoints: false if the handler lets its database errors propagate.',
   );
-}
-
-/** The runner's DataSource: `dataSource` in TypeORM 1.x, `connection` in 0.3. */
-function dataSourceOfRunner(runner: QueryRunner): QueryRunner['connection'] {
-  return (runner as unknown as { dataSource?: QueryRunner['connection'] }).dataSource ?? runner.connection;
 }
 
 /** The number of TypeORM subscribers of the runner's DataSource. */

@@ -5,7 +5,8 @@ import { TransactionClosedError } from '../errors/idempotency.exceptions.js';
 import { RequestTransaction } from './request-transaction.js';
 import { LockWaitWatch } from './lock-wait-watch.js';
 import { ContextSlot } from './request-context.js';
-import { dataSourceOf, joinTransactions } from './transaction-join.js';
+import { joinTransactions } from './transaction-join.js';
+import { dataSourceOf } from './typeorm-internals.js';
 
 /**
  * The EntityManager of the transaction an idempotent request runs in.

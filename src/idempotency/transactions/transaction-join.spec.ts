@@ -1,5 +1,6 @@
 import { Column, DataSource, Entity, PrimaryColumn, type QueryRunner } from 'typeorm';
-import { dataSourceOf, joinTransactions } from './transaction-join.js';
+import { joinTransactions } from './transaction-join.js';
+import { dataSourceOf } from './typeorm-internals.js';
 
 @Entity({ name: 'contract_notes' })
 class ContractNote {

@@ -102,15 +102,6 @@ export function asOwnWork<T>(take: () => T): T {
   }
 }
 
-/**
- * The DataSource an EntityManager belongs to: its `dataSource` in TypeORM 1.x,
- * its `connection` in 0.3, which has no `dataSource` (1.x keeps `connection`
- * as a deprecated getter).
- */
-export function dataSourceOf(manager: EntityManager): DataSource {
-  return manager.dataSource ?? (manager as unknown as { connection: DataSource }).connection;
-}
-
 /** The request transaction on `runner`, where it takes the handler's work now. */
 function openRequest(runner: QueryRunner | undefined): RequestTransaction | undefined {
   const request = runner && RequestTransaction.of(runner);

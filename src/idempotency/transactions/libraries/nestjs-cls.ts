@@ -1,7 +1,7 @@
 import type { ModulesContainer } from '@nestjs/core';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type IsolationLevel, isAtLeast, isolationLevelOf } from '../../options/idempotency.options.js';
-import { dataSourceOf } from '../transaction-join.js';
+import { dataSourceOf } from '../typeorm-internals.js';
 import { wrapMethod } from '../wrap-method.js';
 import type { LibraryJoin, Outside } from './library-join.js';
 
