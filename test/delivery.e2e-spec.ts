@@ -1,7 +1,7 @@
 import { connect } from '@nats-io/transport-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JetStreamPublisher } from '../src/idempotency/nats/index.js';
-import { OPERATION_ID_HEADER } from '../src/idempotency/index.js';
+import { OPERATION_ID_HEADER } from '../src/idempotency/messaging/index.js';
 import { ACME } from './support/demo.js';
 import { type DemoProcess, startDemoProcess } from './support/demo-process.js';
 import { NATS_URL, natsAdmin, natsAnswers, NATS_SERVER_BINARY, startPrivateNats, uniqueNames } from './support/nats.js';

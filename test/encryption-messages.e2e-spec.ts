@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type AttemptEvent, Idempotent, IdempotencyEvents, IdempotencyModule, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
 import { JetStreamTransport } from '../src/idempotency/nats/index.js';
+import { IdempotencyMessagingModule } from '../src/idempotency/messaging/index.js';
 import { NATS_URL, natsAdmin, natsAnswers, uniqueNames } from './support/nats.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
@@ -73,6 +74,7 @@ describeWithNats('encryption at rest of message handler outcomes (JetStream)', (
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
         IdempotencyModule.forRoot({ tenant: 'shared', reaper: false, replayCacheSize: 0, encryption: { keys: [{ id: 'm1', key: randomBytes(32) }] } }),
+        IdempotencyMessagingModule,
         ConsumerModule,
       ],
     }).compile();

@@ -27,11 +27,13 @@ import {
   VersioningType,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { EventPattern } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { Exclude } from 'class-transformer';
 import type { Observable } from 'rxjs';
 import request from 'supertest';
 import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { IdempotencyMessagingModule } from '../src/idempotency/messaging/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, type LedgerDataSourceOptions } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -187,6 +189,15 @@ class RenderedController {
   @Idempotent()
   show() {
     return { who: 'world' };
+  }
+}
+
+@Controller()
+class ShipmentsConsumer {
+  @EventPattern('shipments.requested')
+  @Idempotent()
+  requested(shipment: { id: string }) {
+    return { shipped: shipment.id };
   }
 }
 
@@ -468,6 +479,13 @@ describe('@Idempotent() routes, checked at startup', () => {
     expect(error?.message).toContain('@Idempotent() on FilterAboveController.accept: EveryErrorFilter catches every error and Nest asks it before the module');
     expect(error?.message).toContain('Write @UseFilters(EveryErrorFilter) below @Idempotent()');
     expect(await boot({ controllers: [FilterBelowController] })).toBeUndefined();
+  });
+
+  it('refuses @Idempotent() on a message handler without IdempotencyMessagingModule, which serves them, and starts with it', async () => {
+    const error = await boot({ controllers: [ShipmentsConsumer] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain('@Idempotent() on ShipmentsConsumer.requested, a message handler: import IdempotencyMessagingModule from \'nest-idempotency/messaging\'');
+    expect(await boot({ controllers: [ShipmentsConsumer], imports: [IdempotencyMessagingModule] })).toBeUndefined();
   });
 
   it('refuses a second IdempotencyModule.forRoot() whose options would be ignored, naming who imports it', async () => {

@@ -7,6 +7,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Idempotent, IdempotencyEvents, type IdempotencyEvent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../src/idempotency/index.js';
 import { JetStreamTransport } from '../src/idempotency/nats/index.js';
+import { IdempotencyMessagingModule } from '../src/idempotency/messaging/index.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
 import { NATS_URL, natsAdmin, natsAnswers, uniqueNames } from './support/nats.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -98,6 +99,7 @@ describeWithNats('idempotent message handlers over JetStream', () => {
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [IdempotencyRecord], migrations: idempotencyMigrations, migrationsRun: true }),
         IdempotencyModule.forRoot({ tenant: 'shared', reaper: false }),
+        IdempotencyMessagingModule,
         ConsumerModule,
       ],
     }).compile();

@@ -1,8 +1,9 @@
 /**
  * The core: `IdempotencyModule`, `@Idempotent()`, the transaction host, the
- * migrations, and the options, events and errors they use. The outbox and
- * the admin have entry points of their own (`nest-idempotency/outbox`,
- * `nest-idempotency/admin`).
+ * migrations, and the options, events and errors they use. The outbox, the
+ * admin and message handlers have entry points of their own
+ * (`nest-idempotency/outbox`, `nest-idempotency/admin`,
+ * `nest-idempotency/messaging`).
  *
  * @module nest-idempotency
  */
@@ -13,6 +14,7 @@ export { InjectIdempotencyOptions } from './options/idempotency.tokens.js';
 export type {
   ClaimMode,
   EncryptionOptions,
+  IdempotentMessageOptions,
   IdempotencyModuleOptions,
   IdempotentOptions,
   ResolvedModuleOptions as ResolvedIdempotencyOptions,
@@ -69,6 +71,7 @@ export {
   IdempotencyRequestInProgressException,
   IdempotencyRequestNotCanonicalException,
   IdempotencyTenantUnresolvedException,
+  IdempotentMessageError,
   LockHeldByRequestError,
   PoolConnectionRefusedError,
   SharedRollbackError,
@@ -79,5 +82,3 @@ export {
   type ProblemDetails,
   type RecordUndecryptableReason,
 } from './errors/idempotency.exceptions.js';
-export { type IdempotentMessageOptions, OPERATION_ID_HEADER, NATS_MESSAGE_ID_HEADER } from './messaging/idempotent-message.js';
-export { IdempotentMessageError, MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './messaging/message.errors.js';

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { IdempotencyFacade } from './http/idempotency.facade.js';
+import { IdempotentCallTypes } from './http/idempotent-call-types.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './options/idempotency.tokens.js';
 import { IdempotencyTables } from './records/idempotency-tables.js';
 import * as publicApi from './index.js';
@@ -48,10 +49,10 @@ describe('the public API', () => {
     expect(phased.sort()).toEqual(['PhasedClaim', 'PhasedOperation']);
   });
 
-  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use and the tables its other modules name', () => {
+  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use, the tables its other modules name and where they register', () => {
     const exported: unknown[] = Reflect.getMetadata('exports', publicApi.IdempotencyModule);
     const named: unknown[] = [...Object.values(publicApi), RESOLVED_IDEMPOTENCY_OPTIONS /* through InjectIdempotencyOptions() */];
-    const internal: unknown[] = [IdempotencyFacade, IdempotencyTables];
+    const internal: unknown[] = [IdempotencyFacade, IdempotencyTables, IdempotentCallTypes];
     expect(exported.filter((provider) => !internal.includes(provider) && !named.includes(provider))).toEqual([]);
   });
 });

@@ -430,3 +430,20 @@ export class LockHeldByRequestError extends Error {
     this.name = 'LockHeldByRequestError';
   }
 }
+
+/**
+ * Why an idempotent message handler did not settle a message. `redeliver`
+ * tells the transport what to do with it: redeliver later (not acknowledged),
+ * or terminate it, since a redelivery would fail the same way.
+ */
+export class IdempotentMessageError extends Error {
+  constructor(
+    message: string,
+    readonly redeliver: boolean,
+    /** For a redelivery: how long to wait first, in ms. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}

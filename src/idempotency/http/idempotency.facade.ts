@@ -4,7 +4,7 @@ import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { FastReplay } from '../flow/fast-replay.js';
 import { GraphqlMutationFlow } from '../graphql/graphql-mutation.flow.js';
 import { IdempotentRoutes } from './idempotent-route.js';
-import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
+import { IdempotentCallTypes } from './idempotent-call-types.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
 import { PhasedFlow } from '../phases/phased-flow.js';
 import { ReplayCache } from '../flow/replay-cache.js';
@@ -21,7 +21,7 @@ import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 export class IdempotencyFacade {
   constructor(
     readonly routes: IdempotentRoutes,
-    readonly messageHandlers: IdempotentMessageHandlers,
+    readonly callTypes: IdempotentCallTypes,
     readonly mutations: GraphqlMutationFlow,
     readonly fingerprints: RequestFingerprints,
     readonly cache: ReplayCache,

@@ -5,7 +5,6 @@ import { attemptEvent, HTTP_ERRORS, unavailableOr } from '../events/attempt-even
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from '../errors/idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
-import { IdempotentMessageInterceptor } from '../messaging/idempotent-message.interceptor.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
@@ -24,19 +23,16 @@ const entered = new WeakSet<object>();
  * key, answer from the cache or the fast read, else hand the request to its
  * flow (flow/one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
  * attempt event of the request, send. A message handler's call (`rpc`) goes
- * to `IdempotentMessageInterceptor`: one interceptor bound per handler, as
- * each one bound costs every request a layer of Nest's interceptor chain.
+ * to the feature module that serves it (`IdempotentCallTypes`): one
+ * interceptor bound per handler, as each one bound costs every request a
+ * layer of Nest's interceptor chain.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  private readonly messages: IdempotentMessageInterceptor;
-
-  constructor(private readonly idempotency: IdempotencyFacade) {
-    this.messages = new IdempotentMessageInterceptor(idempotency);
-  }
+  constructor(private readonly idempotency: IdempotencyFacade) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType() === 'rpc') return this.messages.intercept(context, next);
+    if (context.getType() === 'rpc') return this.idempotency.callTypes.intercept('rpc', context, next);
     if (context.getType<string>() === 'graphql') {
       return this.idempotency.mutations.intercept(context, next, (key, route, call) => {
         const abandonment = new Abandonment();

@@ -1,10 +1,9 @@
 import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nestjs/common';
 import { IdempotencyFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import type { IdempotentOptions } from '../options/idempotency.options.js';
+import type { IdempotentMessageOptions, IdempotentOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
-import type { IdempotentMessageOptions } from '../messaging/idempotent-message.js';
-import { IdempotentMessageFilter } from '../messaging/idempotent-message.filter.js';
+import { IdempotentMessageFilter } from './idempotent-message.filter.js';
 import { trackHandlerCalls } from './tracked-handlers.js';
 
 /**

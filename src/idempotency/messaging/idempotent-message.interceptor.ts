@@ -1,4 +1,4 @@
-import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Injectable } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import { type AttemptErrors, attemptEvent } from '../events/attempt-event.js';
 import { hashKey } from '../events/idempotency-events.js';
@@ -11,7 +11,8 @@ import { type FlowEnding, NO_STEPS, type RecordedOutcome } from '../outcome/reco
 import { canonicalRequest } from '../fingerprint/request-fingerprint.js';
 import type { RequestFingerprint, RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { settling } from '../http/settling.js';
-import type { IdempotentMessageHandler } from './idempotent-message.js';
+import { type IdempotentMessageHandler, IdempotentMessageHandlers } from './idempotent-message.js';
+import { type IdempotentCallType, IdempotentCallTypes } from '../http/idempotent-call-types.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
 
 /**
@@ -25,13 +26,20 @@ import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError }
  * message unacknowledged for redelivery.
  *
  * `IdempotencyInterceptor`, the one interceptor `@Idempotent()` binds,
- * hands it the calls of message handlers.
+ * hands it the calls of message handlers, once it registered for them.
  */
-export class IdempotentMessageInterceptor implements NestInterceptor {
-  constructor(private readonly idempotency: IdempotencyFacade) {}
+@Injectable()
+export class IdempotentMessageInterceptor implements IdempotentCallType {
+  constructor(
+    private readonly idempotency: IdempotencyFacade,
+    private readonly handlers: IdempotentMessageHandlers,
+    callTypes: IdempotentCallTypes,
+  ) {
+    callTypes.register('rpc', this);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const handler = context.getType() === 'rpc' ? this.idempotency.messageHandlers.of(context.getClass(), context.getHandler()) : undefined;
+    const handler = this.handlers.of(context.getClass(), context.getHandler());
     if (!handler) return next.handle();
     const rpc = context.switchToRpc();
     const { oneTransaction, events } = this.idempotency;

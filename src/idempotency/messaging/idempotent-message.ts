@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import type { ClaimMode, IdempotentOptions, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { ClaimMode, IdempotentMessageOptions, IdempotentOptions, ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { MESSAGE_HANDLER_TYPE_METADATA, MESSAGE_PATTERN_METADATA } from '../http/nest-internals.js';
 
@@ -9,18 +9,6 @@ import { MESSAGE_HANDLER_TYPE_METADATA, MESSAGE_PATTERN_METADATA } from '../http
 export const OPERATION_ID_HEADER = 'Operation-Id';
 /** NATS's message id header, which JetStream deduplicates publishes on. */
 export const NATS_MESSAGE_ID_HEADER = 'Nats-Msg-Id';
-
-/** Options of `@Idempotent()` that apply to message handlers (`@EventPattern()`, `@MessagePattern()`). */
-export interface IdempotentMessageOptions {
-  /**
-   * The key of a message. Default: its `Operation-Id` header (set by the
-   * outbox relay), else its `Nats-Msg-Id` header, read through the
-   * transport context's `getHeaders()`.
-   */
-  messageKey?: (data: any, context: any) => string | undefined | null;
-  /** The tenant a message acts for, e.g. `(event) => event.tenant`: keys are scoped by it. Default: anonymous. */
-  messageTenant?: (data: any, context: any) => string | undefined | null;
-}
 
 /** Everything the message flow needs about one handler, worked out once. */
 export interface IdempotentMessageHandler {

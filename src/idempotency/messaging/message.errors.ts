@@ -1,19 +1,4 @@
-/**
- * Why an idempotent message handler did not settle a message. `redeliver`
- * tells the transport what to do with it: redeliver later (not acknowledged),
- * or terminate it, since a redelivery would fail the same way.
- */
-export class IdempotentMessageError extends Error {
-  constructor(
-    message: string,
-    readonly redeliver: boolean,
-    /** For a redelivery: how long to wait first, in ms. */
-    readonly retryAfterMs?: number,
-  ) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
+import { IdempotentMessageError } from '../errors/idempotency.exceptions.js';
 
 /** The message carries no usable key (no operation id or message id header, or the `messageKey` option found none). */
 export class MessageKeyMissingError extends IdempotentMessageError {

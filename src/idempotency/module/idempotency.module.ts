@@ -9,6 +9,7 @@ import { IdempotentMutations } from '../graphql/idempotent-mutations.js';
 import { IdempotentMutationsValidator } from '../graphql/idempotent-mutations.validator.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotentRoutes } from '../http/idempotent-route.js';
+import { IdempotentCallTypes } from '../http/idempotent-call-types.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { refuseUnsupportedVersions } from './supported-versions.js';
@@ -20,7 +21,6 @@ import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check
 import { SessionTimeoutsCheck } from './session-timeouts.check.js';
 import { ReplicationCheck } from './replication.check.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
-import { IdempotentMessageHandlers } from '../messaging/idempotent-message.js';
 import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
 import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
 import { LeaseStore } from '../phases/lease.store.js';
@@ -75,7 +75,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     SessionTimeoutsCheck,
     ReplicationCheck,
     NamedStatementsProbe,
-    IdempotentMessageHandlers,
+    IdempotentCallTypes,
     LeaseStore,
     OperationRegistry,
     OperationRunner,
@@ -94,8 +94,9 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     },
   ],
   // What apps inject, the one provider that the interceptors of @Idempotent() need (Nest builds them in the module
-  // of each controller that uses them, from what that module can see), and the tables the outbox and the admin name.
-  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables],
+  // of each controller that uses them, from what that module can see), the tables the outbox and the admin name,
+  // and where the messaging module registers the calls it serves.
+  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables, IdempotentCallTypes],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule implements OnModuleInit {
   constructor(private readonly modules: ModulesContainer) {

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { type IdempotentRoute, IdempotentRoutes } from '../http/idempotent-route.js';
+import { IdempotentCallTypes, messagingMissing } from '../http/idempotent-call-types.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -9,6 +10,7 @@ import { IdempotencyFilter } from '../http/idempotency.filter.js';
 import {
   EXCEPTION_FILTERS_METADATA,
   FILTER_CATCH_EXCEPTIONS,
+  MESSAGE_PATTERN_METADATA,
   PATH_METADATA,
   REDIRECT_METADATA,
   RENDER_METADATA,
@@ -31,6 +33,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly routes: IdempotentRoutes,
     private readonly config: ApplicationConfig,
+    private readonly callTypes: IdempotentCallTypes,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -51,6 +54,8 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         if (Reflect.getMetadata(PATH_METADATA, handler) !== undefined) {
           checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
           checkNoFilterCatchesFirst(controller, name, handler);
+        } else if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, handler) !== undefined && !this.callTypes.of('rpc')) {
+          throw new IdempotencyConfigurationError(messagingMissing(controller.name, name));
         }
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));

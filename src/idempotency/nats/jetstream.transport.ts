@@ -3,7 +3,7 @@ import { nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io
 import { Logger } from '@nestjs/common';
 import { type CustomTransportStrategy, Server } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
-import { IdempotentMessageError } from '../messaging/message.errors.js';
+import { IdempotentMessageError } from '../errors/idempotency.exceptions.js';
 import { JetStreamContext } from './jetstream.context.js';
 import { checkStreamOptions, ensureStream, type JetStreamStreamOptions } from './jetstream-stream.js';
 import { connectWithRetry, type RetriedConnection } from './nats-connection.js';

@@ -227,6 +227,18 @@ export interface ReaperOptions {
   timeBudgetMs?: number;
 }
 
+/** Options of `@Idempotent()` that apply to message handlers (`@EventPattern()`, `@MessagePattern()`). */
+export interface IdempotentMessageOptions {
+  /**
+   * The key of a message. Default: its `Operation-Id` header (set by the
+   * outbox relay), else its `Nats-Msg-Id` header, read through the
+   * transport context's `getHeaders()`.
+   */
+  messageKey?: (data: any, context: any) => string | undefined | null;
+  /** The tenant a message acts for, e.g. `(event) => event.tenant`: keys are scoped by it. Default: anonymous. */
+  messageTenant?: (data: any, context: any) => string | undefined | null;
+}
+
 /** Options of `@Idempotent()` on one route. Unset ones come from the module. */
 export interface IdempotentOptions {
   /** Names the operation in the key's scope. Default: method and route template, e.g. `POST /orders/:id/payments`. */

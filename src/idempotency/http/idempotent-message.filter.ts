@@ -1,6 +1,6 @@
 import { type ArgumentsHost, Catch, type RpcExceptionFilter } from '@nestjs/common';
 import { type Observable, throwError } from 'rxjs';
-import { IdempotentMessageError } from './message.errors.js';
+import { IdempotentMessageError } from '../errors/idempotency.exceptions.js';
 
 /**
  * Hands the message flow's own errors to the transport as they are, so it
