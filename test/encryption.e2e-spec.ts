@@ -3,7 +3,8 @@ import { Body, Controller, HttpException, Logger, Module, Post, Res } from '@nes
 import { Args, Field, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
 import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import request from 'supertest';
-import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { idempotencyApolloPlugin, IdempotencyGraphqlModule } from '../src/idempotency/graphql/index.js';
 import { canonicalRequest } from '../src/idempotency/fingerprint/request-fingerprint.js';
 import { masterKeys } from '../src/idempotency/records/encryption-keys.js';
 import { OutcomeCodec } from '../src/idempotency/records/outcome-codec.js';
@@ -557,6 +558,7 @@ describe('encryption at rest of a GraphQL mutation (Apollo)', () => {
         // Claimed first, so that a replay provably runs nothing (claimed at commit, the resolver would run and roll back).
         ...ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, encryption: { keys: [OLD] }, claim: 'first' }),
         GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, plugins: [idempotencyApolloPlugin()], includeStacktraceInErrorResponses: false }),
+        IdempotencyGraphqlModule,
         VouchersModule,
       ],
     });

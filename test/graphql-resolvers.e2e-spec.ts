@@ -5,12 +5,12 @@ import { Test } from '@nestjs/testing';
 import {
   type AttemptEvent,
   Idempotent,
-  idempotencyApolloPlugin,
   IdempotencyConfigurationError,
   type IdempotencyEvent,
   SkipIdempotency,
   TransactionHost,
 } from '../src/idempotency/index.js';
+import { idempotencyApolloPlugin, IdempotencyGraphqlModule } from '../src/idempotency/graphql/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -144,6 +144,7 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
       imports: [
         ...ledgerAppModules(db.url, { onEvent }),
         GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, plugins: [idempotencyApolloPlugin()], includeStacktraceInErrorResponses: false }),
+        IdempotencyGraphqlModule,
         PostingsModule,
       ],
     });
@@ -263,9 +264,9 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
   });
 
   describe('refuses at startup', () => {
-    const boot = async (resolver: Type) => {
+    const boot = async (resolver: Type, served = true) => {
       const [typeorm, idempotency] = ledgerAppModules(db.url);
-      const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], providers: [Postings, resolver] }).compile();
+      const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, ...(served ? [IdempotencyGraphqlModule] : [])], providers: [Postings, resolver] }).compile();
       const app = moduleRef.createNestApplication({ logger: false });
       try {
         await app.init();
@@ -310,6 +311,21 @@ describe('@Idempotent() on GraphQL resolvers (Apollo, in process)', () => {
         }
       }
       await expect(boot(PhasedResolver)).rejects.toThrow(/PhasedResolver\.run: phased operations run on HTTP routes only/);
+    });
+
+    it('@Idempotent() on a mutation without IdempotencyGraphqlModule, which serves them, naming it', async () => {
+      @Resolver()
+      class UnservedResolver {
+        @Mutation(() => Int, { name: 'refusedUnserved' })
+        @Idempotent()
+        post() {
+          return 1;
+        }
+      }
+      await expect(boot(UnservedResolver, false)).rejects.toThrow(new IdempotencyConfigurationError(
+        "@Idempotent() on UnservedResolver.post, a GraphQL resolver: import IdempotencyGraphqlModule from 'nest-idempotency/graphql' beside IdempotencyModule, which serves @Idempotent() on @Mutation() resolvers.",
+      ));
+      await expect(boot(UnservedResolver)).resolves.toBeUndefined();
     });
   });
 });

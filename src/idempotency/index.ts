@@ -1,9 +1,8 @@
 /**
  * The core: `IdempotencyModule`, `@Idempotent()`, the transaction host, the
  * migrations, and the options, events and errors they use. The outbox, the
- * admin and message handlers have entry points of their own
- * (`nest-idempotency/outbox`, `nest-idempotency/admin`,
- * `nest-idempotency/messaging`).
+ * admin, message handlers and GraphQL mutations have entry points of their
+ * own (`nest-idempotency/outbox`, `/admin`, `/messaging`, `/graphql`).
  *
  * @module nest-idempotency
  */
@@ -26,9 +25,6 @@ export { TransactionHost } from './transactions/transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './records/idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './outcome/recorded-outcome.js';
-export { IdempotencyGraphqlError, type IdempotencyGraphqlErrorExtensions } from './graphql/graphql-errors.js';
-export { idempotencyExtensionOf, type IdempotencyResponseExtension } from './graphql/graphql-replays.js';
-export { idempotencyApolloPlugin, idempotencyMercuriusHooks, type IdempotencyApolloPlugin, type IdempotencyMercuriusHooks } from './graphql/graphql-plugins.js';
 export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './reaper/idempotency.reaper.js';
 export { IDEMPOTENCY_REAPER_INTERVAL } from './reaper/reaper-schedule.js';
 export {

@@ -2,7 +2,7 @@ import type { ApolloDriverConfig } from '@nestjs/apollo';
 import { type DynamicModule, Module } from '@nestjs/common';
 import { GraphQLModule } from '@nestjs/graphql';
 import type { MercuriusDriverConfig } from '@nestjs/mercurius';
-import { idempotencyApolloPlugin, idempotencyMercuriusHooks } from '../../idempotency/index.js';
+import { idempotencyApolloPlugin, IdempotencyGraphqlModule, idempotencyMercuriusHooks } from '../../idempotency/graphql/index.js';
 import type { HttpAdapterName } from '../http/http-setup.js';
 import { OrdersModule } from '../orders/orders.module.js';
 import { OrdersResolver } from './orders.resolver.js';
@@ -26,6 +26,6 @@ export class DemoGraphqlModule {
             plugins: [idempotencyApolloPlugin()],
             includeStacktraceInErrorResponses: false,
           });
-    return { module: DemoGraphqlModule, imports: [graphql, OrdersModule], providers: [OrdersResolver] };
+    return { module: DemoGraphqlModule, imports: [graphql, IdempotencyGraphqlModule, OrdersModule], providers: [OrdersResolver] };
   }
 }

@@ -3,16 +3,15 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { catchError, map, type Observable, throwError } from 'rxjs';
 import type { IdempotentRoute } from '../http/idempotent-route.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException, IdempotencyProblem } from '../errors/idempotency.exceptions.js';
-import type { ParsedIdempotencyKey } from '../http/idempotency-key.js';
 import { type RecordedOutcome, REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
 import { type CallKey, type GraphqlCall, graphqlCallOf, isOnlyField, KEY_ARGUMENT, keyOf } from './graphql-call.js';
 import { IdempotencyGraphqlError } from './graphql-errors.js';
 import { fieldValueOf, recordFieldValue } from './graphql-field-value.js';
 import { noteFieldAnswer } from './graphql-replays.js';
 import { IdempotentMutations } from './idempotent-mutations.js';
-
-/** The interceptor's flow for one call: settles it (claim, run, record, or replay) and emits its attempt event. */
-type SettleCall = (key: ParsedIdempotencyKey, route: IdempotentRoute, call: GraphqlCall) => Observable<{ outcome: RecordedOutcome; replayed: boolean }>;
+import { type Attempt, type IdempotentCallType, IdempotentCallTypes } from '../http/idempotent-call-types.js';
+import { settling } from '../http/settling.js';
+import { Abandonment } from '../flow/handler-run.js';
 
 /** Fields the flow has taken, so that a second interceptor bound to the same resolver passes them through. */
 const entered = new WeakSet<object>();
@@ -24,16 +23,21 @@ const entered = new WeakSet<object>();
  * record in its own transaction). This adapts it: the key from the
  * `idempotencyKey` argument or the header, the field's value as the
  * outcome, the module's problems as GraphQL errors, and replays noted for
- * `extensions.idempotency` and the `Idempotent-Replayed` header.
+ * `extensions.idempotency` and the `Idempotent-Replayed` header. It serves
+ * the `graphql` calls of the interceptor `@Idempotent()` binds, once it
+ * registered for them.
  */
 @Injectable()
-export class GraphqlMutationFlow {
+export class GraphqlMutationFlow implements IdempotentCallType {
   constructor(
     private readonly mutations: IdempotentMutations,
     private readonly adapterHost: HttpAdapterHost,
-  ) {}
+    callTypes: IdempotentCallTypes,
+  ) {
+    callTypes.register('graphql', this);
+  }
 
-  intercept(context: ExecutionContext, next: CallHandler, settle: SettleCall): Observable<unknown> {
+  intercept(context: ExecutionContext, next: CallHandler, attempt: Attempt): Observable<unknown> {
     const route = this.mutations.of(context.getClass(), context.getHandler());
     if (!route) return next.handle();
     const call = graphqlCallOf(context);
@@ -43,7 +47,9 @@ export class GraphqlMutationFlow {
     if (key.key.kind === 'missing' && !route.required) return next.handle();
     // The field's value is recorded by the field's type, which the call knows.
     const field: IdempotentRoute = { ...route, capture: (value) => recordFieldValue(value, call.info.returnType, call.info.schema) };
-    return settle(key.key, field, call).pipe(
+    const abandonment = new Abandonment();
+    const settled = settling(() => attempt(key.key, { route: field, request: call, response: undefined, next, abandonment }), () => abandonment.abandon());
+    return settled.pipe(
       map(({ outcome, replayed }) => this.answer(call, route, outcome, replayed)),
       catchError((error: unknown) => throwError(() => (error instanceof IdempotencyProblem ? asGraphqlError(error, key, route) : error))),
     );

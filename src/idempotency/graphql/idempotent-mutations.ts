@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { IdempotentRoutes, type IdempotentRoute } from '../http/idempotent-route.js';
+import { type HandlerKind, type IdempotentRoutes, type IdempotentRoute } from '../http/idempotent-route.js';
+import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type IdempotentOptions, mergeRouteOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE } from '../options/idempotency.tokens.js';
 import { type FingerprintFields, fingerprintFieldsOf } from '../fingerprint/request-fingerprint.js';
-import { argumentsOf, type GraphqlCall, MUTATION, RESOLVER_TYPE_METADATA } from './graphql-call.js';
+import { argumentsOf, type GraphqlCall, MUTATION, mutationOperationOf, RESOLVER_NAME_METADATA, RESOLVER_TYPE_METADATA } from './graphql-call.js';
 
 /**
  * Works out `@Idempotent()` on resolver methods once per method, from the
@@ -19,10 +20,14 @@ import { argumentsOf, type GraphqlCall, MUTATION, RESOLVER_TYPE_METADATA } from 
 export class IdempotentMutations {
   private readonly mutations = new Map<Function, Map<Function, IdempotentRoute | null>>();
 
+  private readonly routes: IdempotentRoutes;
+
   constructor(
     private readonly reflector: Reflector,
-    private readonly routes: IdempotentRoutes,
-  ) {}
+    idempotency: IdempotencyFacade,
+  ) {
+    this.routes = idempotency.routes;
+  }
 
   /**
    * The mutation's settings, or undefined where `@Idempotent()` does not
@@ -34,7 +39,7 @@ export class IdempotentMutations {
     if (!handlers) this.mutations.set(resolver, (handlers = new Map()));
     let mutation = handlers.get(handler);
     if (mutation === undefined) {
-      const route = this.routes.of(resolver, handler);
+      const route = this.routes.of(resolver, handler, kindOf(handler));
       mutation = route ? this.build(route, resolver, handler) : null;
       handlers.set(handler, mutation);
     }
@@ -67,6 +72,13 @@ export class IdempotentMutations {
       readsBody: false,
     };
   }
+}
+
+/** A resolver method as a route: a class-level `@Idempotent()` covers mutations, and each is the operation `graphql Mutation.<field>`. */
+function kindOf(handler: Function): HandlerKind {
+  const type: unknown = Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler);
+  const operation = mutationOperationOf(handler) ?? `graphql ${String(type ?? 'field')}.${Reflect.getMetadata(RESOLVER_NAME_METADATA, handler) ?? handler.name}`;
+  return { coveredByClass: type === MUTATION, operation };
 }
 
 /**

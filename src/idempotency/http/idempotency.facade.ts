@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { FastReplay } from '../flow/fast-replay.js';
-import { GraphqlMutationFlow } from '../graphql/graphql-mutation.flow.js';
 import { IdempotentRoutes } from './idempotent-route.js';
 import { IdempotentCallTypes } from './idempotent-call-types.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
@@ -22,7 +21,6 @@ export class IdempotencyFacade {
   constructor(
     readonly routes: IdempotentRoutes,
     readonly callTypes: IdempotentCallTypes,
-    readonly mutations: GraphqlMutationFlow,
     readonly fingerprints: RequestFingerprints,
     readonly cache: ReplayCache,
     readonly fast: FastReplay,

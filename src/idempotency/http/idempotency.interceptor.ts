@@ -5,6 +5,7 @@ import { attemptEvent, HTTP_ERRORS, unavailableOr } from '../events/attempt-even
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from '../errors/idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
+import type { Attempt } from './idempotent-call-types.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
@@ -19,27 +20,26 @@ import { Abandonment, HandlerAbandonedError } from '../flow/handler-run.js';
 const entered = new WeakSet<object>();
 
 /**
- * The dispatcher of an `@Idempotent()` route or GraphQL mutation: parse the
- * key, answer from the cache or the fast read, else hand the request to its
- * flow (flow/one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
- * attempt event of the request, send. A message handler's call (`rpc`) goes
- * to the feature module that serves it (`IdempotentCallTypes`): one
- * interceptor bound per handler, as each one bound costs every request a
- * layer of Nest's interceptor chain.
+ * The dispatcher of an `@Idempotent()` route: parse the key, answer from
+ * the cache or the fast read, else hand the request to its flow
+ * (flow/one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
+ * attempt event of the request, send. A message handler's call (`rpc`) or
+ * a GraphQL field's goes to the feature module that serves it
+ * (`IdempotentCallTypes`), with this attempt: one interceptor bound per
+ * handler, as each one bound costs every request a layer of Nest's
+ * interceptor chain.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
+  /** The core's attempt, for the calls a feature module serves. */
+  private readonly attempts: Attempt = (key, call) => this.attempt(key, call);
+
   constructor(private readonly idempotency: IdempotencyFacade) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType() === 'rpc') return this.idempotency.callTypes.intercept('rpc', context, next);
-    if (context.getType<string>() === 'graphql') {
-      return this.idempotency.mutations.intercept(context, next, (key, route, call) => {
-        const abandonment = new Abandonment();
-        return settling(() => this.attempt(key, { route, request: call, response: undefined, next, abandonment }), () => abandonment.abandon());
-      });
-    }
-    const route = context.getType() === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
+    const type = context.getType<string>();
+    if (type === 'rpc' || type === 'graphql') return this.idempotency.callTypes.intercept(type, context, next, this.attempts);
+    const route = type === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const http = context.switchToHttp();
     const request = http.getRequest();

@@ -9,7 +9,6 @@ import {
 import { checkedBodyBound, checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
-import { MUTATION, mutationOperationOf, RESOLVER_TYPE_METADATA } from '../graphql/graphql-call.js';
 import type { OneTransactionTerms } from '../flow/one-transaction.terms.js';
 import { captureSuccess } from '../outcome/outcome-capture.js';
 import { appBodyLimitOf } from './request-body.js';
@@ -105,6 +104,12 @@ export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractH
   return terms;
 }
 
+/** How a feature's handler differs from a route: whether a class-level `@Idempotent()` covers it, and the operation derived for it. */
+export interface HandlerKind {
+  coveredByClass: boolean;
+  operation: string;
+}
+
 /** The request methods a class-level `@Idempotent()` covers. */
 const COVERED_BY_CLASS: ReadonlySet<RequestMethod> = new Set([RequestMethod.POST, RequestMethod.PUT, RequestMethod.PATCH, RequestMethod.DELETE]);
 
@@ -130,21 +135,25 @@ export class IdempotentRoutes {
     private readonly adapterHost: HttpAdapterHost,
   ) {}
 
-  /** The route's settings, or undefined where the handler is not `@Idempotent()`. */
-  of(controller: Function, handler: Function): IdempotentRoute | undefined {
+  /**
+   * The route's settings, or undefined where the handler is not
+   * `@Idempotent()`; a feature's handler (a GraphQL resolver's) says how it
+   * differs from a route with `kind`.
+   */
+  of(controller: Function, handler: Function, kind?: HandlerKind): IdempotentRoute | undefined {
     let handlers = this.routes.get(controller);
     if (!handlers) this.routes.set(controller, (handlers = new Map()));
     let route = handlers.get(handler);
     if (route === undefined) {
-      const options = this.optionsOf(controller, handler);
-      route = options ? this.build(options, controller, handler) : null;
+      const options = this.optionsOf(controller, handler, kind);
+      route = options ? this.build(options, controller, handler, kind) : null;
       handlers.set(handler, route);
     }
     return route ?? undefined;
   }
 
   /** The options that apply to a handler, from its own and its class's decorators; undefined where none do. */
-  private optionsOf(controller: Function, handler: Function): IdempotentOptions | undefined {
+  private optionsOf(controller: Function, handler: Function, kind: HandlerKind | undefined): IdempotentOptions | undefined {
     const own = this.reflector.get<IdempotentOptions | undefined>(IDEMPOTENT_ROUTE, handler);
     const skipped = this.reflector.get<boolean | undefined>(SKIP_IDEMPOTENCY, handler) === true;
     if (own && skipped) {
@@ -162,11 +171,11 @@ export class IdempotentRoutes {
     }
     if (own) return inherited ? mergeRouteOptions(inherited, own) : own;
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-    const covered = (method !== undefined && COVERED_BY_CLASS.has(method)) || Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler) === MUTATION;
+    const covered = kind ? kind.coveredByClass : method !== undefined && COVERED_BY_CLASS.has(method);
     return inherited && covered ? inherited : undefined;
   }
 
-  private build(options: IdempotentOptions, controller: Function, handler: Function): IdempotentRoute {
+  private build(options: IdempotentOptions, controller: Function, handler: Function, kind: HandlerKind | undefined): IdempotentRoute {
     const where = `@Idempotent() on ${controller.name}.${handler.name}`;
     const method: RequestMethod = Reflect.getMetadata(METHOD_METADATA, handler) ?? RequestMethod.GET;
     const storesError = errorRuleOf(options, where);
@@ -177,9 +186,8 @@ export class IdempotentRoutes {
     if (options.phases && options.claim === 'at-commit') {
       throw new IdempotencyConfigurationError(`${where}: a phased route commits its claim first, under a lease; claim: 'at-commit' is for one-transaction routes.`);
     }
-    const mutation = mutationOperationOf(handler);
-    const paths = options.operation === undefined && mutation === undefined ? routeTemplates(controller, handler) : undefined;
-    const operation = options.operation ?? mutation ?? `${RequestMethod[method]} ${paths![0]}${versionLabel(controller, handler)}`;
+    const paths = options.operation === undefined && kind === undefined ? routeTemplates(controller, handler) : undefined;
+    const operation = options.operation ?? kind?.operation ?? `${RequestMethod[method]} ${paths![0]}${versionLabel(controller, handler)}`;
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
     const claim = options.claim === undefined ? this.options.claim : checkedClaimMode(options.claim, where);
     if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));

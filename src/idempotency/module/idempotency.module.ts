@@ -4,9 +4,6 @@ import { IdempotencyEventLog } from '../events/idempotency-event-log.js';
 import { IdempotencyFacade } from '../http/idempotency.facade.js';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import { GraphqlMutationFlow } from '../graphql/graphql-mutation.flow.js';
-import { IdempotentMutations } from '../graphql/idempotent-mutations.js';
-import { IdempotentMutationsValidator } from '../graphql/idempotent-mutations.validator.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotentRoutes } from '../http/idempotent-route.js';
 import { IdempotentCallTypes } from '../http/idempotent-call-types.js';
@@ -66,9 +63,6 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     { provide: RequestFingerprints, useFactory: (options: ResolvedModuleOptions) => new RequestFingerprints(options.encryption?.keys), inject: [RESOLVED_IDEMPOTENCY_OPTIONS] },
     IdempotentRoutes,
     IdempotentRoutesValidator,
-    IdempotentMutations,
-    IdempotentMutationsValidator,
-    GraphqlMutationFlow,
     IdempotencySchemaCheck,
     IdempotencyCompatibilityCheck,
     IdleSessionTimeout,

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { type IdempotentRoute, IdempotentRoutes } from '../http/idempotent-route.js';
-import { IdempotentCallTypes, messagingMissing } from '../http/idempotent-call-types.js';
+import { IdempotentCallTypes, unservedMessage } from '../http/idempotent-call-types.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -55,12 +55,13 @@ export class IdempotentRoutesValidator implements OnModuleInit {
           checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
           checkNoFilterCatchesFirst(controller, name, handler);
         } else if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, handler) !== undefined && !this.callTypes.of('rpc')) {
-          throw new IdempotencyConfigurationError(messagingMissing(controller.name, name));
+          throw new IdempotencyConfigurationError(unservedMessage('rpc', controller.name, name));
         }
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
     }
+    this.refuseUnservedResolvers();
     if (operations.length === 0) return;
     const wrapped = operations.length === 1 ? operations[0] : `${operations[0]} and ${operations.length - 1} more @Idempotent() routes`;
     around.push(...globalInterceptors(this.config).map((outer) => ({ ...outer, handler: wrapped, controller: wrapped })));
@@ -75,6 +76,21 @@ export class IdempotentRoutesValidator implements OnModuleInit {
   }
 
   private readonly logger = new Logger('Idempotency');
+
+  /** `@Idempotent()` on a provider's methods (a GraphQL resolver's), which only IdempotencyGraphqlModule serves. */
+  private refuseUnservedResolvers(): void {
+    if (this.callTypes.of('graphql')) return;
+    for (const wrapper of this.discovery.getProviders()) {
+      const provider = wrapper.metatype as Function | null;
+      if (typeof provider !== 'function' || !provider.prototype) continue;
+      const onClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, provider) !== undefined;
+      for (const name of this.scanner.getAllMethodNames(provider.prototype)) {
+        if (onClass || Reflect.getMetadata(IDEMPOTENT_ROUTE, provider.prototype[name]) !== undefined) {
+          throw new IdempotencyConfigurationError(unservedMessage('graphql', provider.name, name));
+        }
+      }
+    }
+  }
 
   private checkResponseIsRecordable(controller: Function, name: string, handler: Function, phased: boolean): void {
     const byClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, handler) === undefined;
