@@ -9,8 +9,8 @@ const LAYERS = [
   { name: 'entry', folders: ['cli'], files: ['index.ts'] },
   { name: 'wiring', folders: ['module', 'admin'] },
   { name: 'integrations', folders: ['openapi', 'metrics', 'tracing', 'nats'] },
-  { name: 'edges', folders: ['http', 'graphql', 'messaging'] },
-  { name: 'flows', folders: ['flow', 'phases', 'reaper', 'outbox'] },
+  { name: 'edges', folders: ['http', 'graphql', 'messaging', 'phases'] },
+  { name: 'flows', folders: ['flow', 'reaper', 'outbox'] },
   { name: 'foundation', folders: ['transactions', 'driver', 'records', 'events', 'outcome', 'options'] },
   { name: 'pure', folders: ['errors', 'fingerprint'] },
 ];

@@ -12,6 +12,7 @@ export default {
     'src/idempotency/admin/index.ts',
     'src/idempotency/messaging/index.ts',
     'src/idempotency/graphql/index.ts',
+    'src/idempotency/phases/index.ts',
     'src/idempotency/metrics/index.ts',
     'src/idempotency/nats/index.ts',
     'src/idempotency/tracing/index.ts',
@@ -23,7 +24,7 @@ export default {
   out: 'docs/api',
   docsRoot: 'docs',
   sidebar: { collapsed: true, pretty: true },
-  // The ten entry points side by side in the sidebar, each with its classes,
+  // The eleven entry points side by side in the sidebar, each with its classes,
   // interfaces, functions... (not the subpaths nested in the core's folder).
   navigation: { includeGroups: true, includeFolders: false },
   readme: 'none',

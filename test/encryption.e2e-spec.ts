@@ -3,7 +3,8 @@ import { Body, Controller, HttpException, Logger, Module, Post, Res } from '@nes
 import { Args, Field, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
 import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import request from 'supertest';
-import { AbandonedClaimsCompleter, type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter } from '../src/idempotency/phases/index.js';
 import { idempotencyApolloPlugin, IdempotencyGraphqlModule } from '../src/idempotency/graphql/index.js';
 import { canonicalRequest } from '../src/idempotency/fingerprint/request-fingerprint.js';
 import { masterKeys } from '../src/idempotency/records/encryption-keys.js';

@@ -45,11 +45,11 @@ describe.each(['esm', 'cjs'] as const)('entry points of the %s build load only w
     for (const optional of [...optionals, 'typeorm-transactional', '@nestjs-cls/transactional', ...TEST_FRAMEWORKS]) expect(loaded).not.toContain(optional);
   });
 
-  it('the core loads no file of the outbox, the admin, message handlers or GraphQL, which have entry points of their own', () => {
+  it('the core loads no file of the outbox, the admin, message handlers, GraphQL or phased operations, which have entry points of their own', () => {
     const library = resolve('dist/lib', format, 'src/idempotency');
     const folders = [...loadedFrom(format, 'src/idempotency/index.js').files].map((file) => relative(library, file).split(sep)[0]);
-    for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'cli']) expect(folders).not.toContain(feature);
-    for (const feature of ['outbox', 'admin', 'messaging', 'graphql']) expect(loadedFrom(format, `src/idempotency/${feature}/index.js`).files.size).toBeGreaterThan(1);
+    for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'phases', 'cli']) expect(folders).not.toContain(feature);
+    for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'phases']) expect(loadedFrom(format, `src/idempotency/${feature}/index.js`).files.size).toBeGreaterThan(1);
   });
 
   it('the GraphQL entry point serves mutations without loading a GraphQL package', () => {

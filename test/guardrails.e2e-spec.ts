@@ -34,6 +34,7 @@ import type { Observable } from 'rxjs';
 import request from 'supertest';
 import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { IdempotencyMessagingModule } from '../src/idempotency/messaging/index.js';
+import { IdempotencyPhasesModule } from '../src/idempotency/phases/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules, type LedgerDataSourceOptions } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -189,6 +190,15 @@ class RenderedController {
   @Idempotent()
   show() {
     return { who: 'world' };
+  }
+}
+
+@Controller('refunds')
+class RefundsController {
+  @Post()
+  @Idempotent({ phases: true })
+  refund(@Body() body: { label: string }) {
+    return body;
   }
 }
 
@@ -486,6 +496,13 @@ describe('@Idempotent() routes, checked at startup', () => {
     expect(error).toBeInstanceOf(IdempotencyConfigurationError);
     expect(error?.message).toContain('@Idempotent() on ShipmentsConsumer.requested, a message handler: import IdempotencyMessagingModule from \'nest-idempotency/messaging\'');
     expect(await boot({ controllers: [ShipmentsConsumer], imports: [IdempotencyMessagingModule] })).toBeUndefined();
+  });
+
+  it('refuses a phased route without IdempotencyPhasesModule, which serves them, and starts with it', async () => {
+    const error = await boot({ controllers: [RefundsController] });
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect(error?.message).toContain("@Idempotent() on RefundsController.refund, a phased route: import IdempotencyPhasesModule from 'nest-idempotency/phases'");
+    expect(await boot({ controllers: [RefundsController], imports: [IdempotencyPhasesModule] })).toBeUndefined();
   });
 
   it('refuses a second IdempotencyModule.forRoot() whose options would be ignored, naming who imports it', async () => {

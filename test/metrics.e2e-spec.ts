@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbandonedClaimsCompleter, IdempotencyReaper } from '../src/idempotency/index.js';
+import { IdempotencyReaper } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter } from '../src/idempotency/phases/index.js';
 import { IdempotencyMetricsModule } from '../src/idempotency/metrics/index.js';
 import { MetricsController } from '../src/demo/metrics/metrics.controller.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';

@@ -3,16 +3,8 @@ import { Test } from '@nestjs/testing';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  AbandonedClaimsCompleter,
-  type AttemptEvent,
-  IdempotencyConfigurationError,
-  IdempotencyModule,
-  type IdempotencyModuleOptions,
-  IdempotencyReaper,
-  IdempotencyRecord,
-  idempotencyMigrations,
-} from '../src/idempotency/index.js';
+import { type AttemptEvent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions, IdempotencyReaper, IdempotencyRecord, idempotencyMigrations } from '../src/idempotency/index.js';
+import { AbandonedClaimsCompleter } from '../src/idempotency/phases/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { type NoteBody, WRITE_PATHS, writePathsApp, writePathsTypeOrm, WRITTEN_NOTES_SCHEMA } from './support/write-paths-app.js';

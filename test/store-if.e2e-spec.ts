@@ -1,7 +1,8 @@
 import { Body, Controller, HttpException, Module, Post, type Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
-import { Idempotent, IdempotencyConfigurationError, PhasedClaim } from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyConfigurationError } from '../src/idempotency/index.js';
+import { IdempotencyPhasesModule, PhasedClaim } from '../src/idempotency/phases/index.js';
 import { adaptersWithDrivers } from './support/claim-drivers.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
@@ -129,7 +130,7 @@ describe('storeIf configuration', () => {
 
   async function boot(controller: Type<unknown>): Promise<Error | undefined> {
     const [typeorm, idempotency] = ledgerAppModules(db.url);
-    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency], controllers: [controller] }).compile();
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm, idempotency, IdempotencyPhasesModule], controllers: [controller] }).compile();
     const app = moduleRef.createNestApplication({ logger: false });
     try {
       await app.init();

@@ -1,8 +1,9 @@
 /**
  * The core: `IdempotencyModule`, `@Idempotent()`, the transaction host, the
  * migrations, and the options, events and errors they use. The outbox, the
- * admin, message handlers and GraphQL mutations have entry points of their
- * own (`nest-idempotency/outbox`, `/admin`, `/messaging`, `/graphql`).
+ * admin, message handlers, GraphQL mutations and phased operations have
+ * entry points of their own (`nest-idempotency/outbox`, `/admin`,
+ * `/messaging`, `/graphql`, `/phases`).
  *
  * @module nest-idempotency
  */
@@ -47,10 +48,6 @@ export {
 } from './events/idempotency-events.js';
 export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
 export type { ReaperOptions } from './options/idempotency.options.js';
-export { PhasedOperation, type OperationResponse } from './phases/phased-operation.js';
-export { PhasedClaim } from './phases/phased-claim.js';
-export { type Phases, type RunId, LeaseLostError, downstreamKey } from './phases/phases.js';
-export { AbandonedClaimsCompleter, type CompleterBounds, type CompleterPass } from './phases/abandoned-claims.completer.js';
 export {
   IdempotencyBodyNotFingerprintedException,
   IdempotencyBodyTooLargeException,

@@ -1,12 +1,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { IdempotencyFacade } from './http/idempotency.facade.js';
-import { IdempotentCallTypes } from './http/idempotent-call-types.js';
+import { IdempotencyExtensions } from './http/idempotency-extensions.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from './options/idempotency.tokens.js';
 import { IdempotencyTables } from './records/idempotency-tables.js';
+import { OutcomeCodec } from './records/outcome-codec.js';
+import { IdempotencyDataSource } from './transactions/idempotency-data-source.js';
 import * as publicApi from './index.js';
 import * as adminApi from './admin/index.js';
 import * as outboxApi from './outbox/index.js';
+import * as phasesApi from './phases/index.js';
 
 const LIBRARY = join(process.cwd(), 'src/idempotency');
 
@@ -38,21 +41,21 @@ describe('the public API', () => {
     const framework = await nestExports();
     const missing = sourceFiles(LIBRARY).flatMap((file) =>
       decoratorsNamedInDocs(readFileSync(file, 'utf8'))
-        .filter((name) => ![publicApi, outboxApi, adminApi, ...framework].some((exports) => name in exports))
+        .filter((name) => ![publicApi, outboxApi, adminApi, phasesApi, ...framework].some((exports) => name in exports))
         .map((name) => `@${name}() in ${file.slice(LIBRARY.length + 1)}`),
     );
     expect(missing).toEqual([]);
   });
 
   it('names the phased concepts once each: the operation, the claim it runs under, and its phases', () => {
-    const phased = Object.keys(publicApi).filter((name) => /phase/i.test(name));
-    expect(phased.sort()).toEqual(['PhasedClaim', 'PhasedOperation']);
+    const phased = Object.keys(phasesApi).filter((name) => /phase/i.test(name));
+    expect(phased.sort()).toEqual(['IdempotencyPhasesModule', 'PhasedClaim', 'PhasedOperation']);
   });
 
-  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use, the tables its other modules name and where they register', () => {
+  it('lets apps inject only what they can name: every provider IdempotencyModule exports is in the public API, but the facade its interceptors use, and what the package’s other modules name, register with and build on', () => {
     const exported: unknown[] = Reflect.getMetadata('exports', publicApi.IdempotencyModule);
     const named: unknown[] = [...Object.values(publicApi), RESOLVED_IDEMPOTENCY_OPTIONS /* through InjectIdempotencyOptions() */];
-    const internal: unknown[] = [IdempotencyFacade, IdempotencyTables, IdempotentCallTypes];
+    const internal: unknown[] = [IdempotencyFacade, IdempotencyTables, IdempotencyExtensions, IdempotencyDataSource, OutcomeCodec];
     expect(exported.filter((provider) => !internal.includes(provider) && !named.includes(provider))).toEqual([]);
   });
 });

@@ -14,17 +14,8 @@ import {
 } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Readable } from 'node:stream';
-import {
-  Idempotent,
-  IdempotencyModule,
-  IdempotencyRecord,
-  idempotencyMigrations,
-  type IdempotencyModuleOptions,
-  PhasedClaim,
-  PhasedOperation,
-  type Phases,
-  TransactionHost,
-} from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+import { IdempotencyPhasesModule, PhasedClaim, PhasedOperation, type Phases } from '../../src/idempotency/phases/index.js';
 
 /**
  * A small app to drive the module through: every handler writes an entry
@@ -278,7 +269,7 @@ export class EntriesController {
   }
 }
 
-@Module({ controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, ShapedTransfer, LockedTransfer] })
+@Module({ imports: [IdempotencyPhasesModule], controllers: [EntriesController], providers: [Ledger, NotifyGate, LedgerTransfer, ShapedTransfer, LockedTransfer] })
 export class EntriesModule {}
 
 /** Tenant from `X-Tenant`, so tests can act for several tenants or none. */

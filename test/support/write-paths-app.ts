@@ -2,16 +2,8 @@ import { Body, Controller, Inject, Injectable, Module, Param, Post, type Type } 
 import { getDataSourceToken, getEntityManagerToken, getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Column, DataSource, EntityManager, Entity, PrimaryGeneratedColumn, Repository } from 'typeorm';
-import {
-  Idempotent,
-  IdempotencyReaper,
-  IdempotencyRecord,
-  idempotencyMigrations,
-  PhasedClaim,
-  PhasedOperation,
-  type Phases,
-  TransactionHost,
-} from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyReaper, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../../src/idempotency/index.js';
+import { IdempotencyPhasesModule, PhasedClaim, PhasedOperation, type Phases } from '../../src/idempotency/phases/index.js';
 
 /** A row written by one of the ways Nest code writes through TypeORM. */
 @Entity({ name: 'written_notes' })
@@ -259,7 +251,7 @@ export function writePathsApp(connection?: string): WritePathsApp {
   }
 
   @Module({
-    imports: [TypeOrmModule.forFeature([WrittenNote], connection)],
+    imports: [TypeOrmModule.forFeature([WrittenNote], connection), IdempotencyPhasesModule],
     controllers: [WritesController],
     providers: [NoteWriter, NotePhases],
   })

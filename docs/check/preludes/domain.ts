@@ -1,6 +1,6 @@
 // The example app's own classes, which some snippets of docs/ use without
 // showing them (`<!-- snippet: prelude=domain -->`): declared, not defined.
-import type { PhasedOperation as PhasedOperationShape } from 'nest-idempotency';
+import type { PhasedOperation as PhasedOperationShape } from 'nest-idempotency/phases';
 
 export declare class Order { id: string; tenant: string; sku: string; quantity: number }
 export declare class CreateOrderDto { sku: string; quantity: number }

@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { PhasedOperation, type Phases } from '../../idempotency/index.js';
+import { PhasedOperation, type Phases } from '../../idempotency/phases/index.js';
 import type { PaymentView } from './payment.entity.js';
 import { PaymentProviderClient } from './payment-provider.client.js';
 import { type NewPayment, PaymentsService } from './payments.service.js';

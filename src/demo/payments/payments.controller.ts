@@ -1,6 +1,7 @@
 import { Body, Controller, Get, Param, ParseUUIDPipe, Post } from '@nestjs/common';
 import { Tenant } from '../auth/tenant.decorator.js';
-import { Idempotent, PhasedClaim } from '../../idempotency/index.js';
+import { Idempotent } from '../../idempotency/index.js';
+import { PhasedClaim } from '../../idempotency/phases/index.js';
 import { CapturePayment } from './capture-payment.operation.js';
 import { CreatePaymentDto } from './dto/create-payment.dto.js';
 import type { PaymentView } from './payment.entity.js';

@@ -32,7 +32,14 @@ function adminFactory(
   options: ResolvedModuleOptions,
   moduleRef: ModuleRef,
 ): IdempotencyAdmin {
-  const registry = () => moduleRef.get(OperationRegistry, { strict: false });
+  // Phased operations are registered where the app imports IdempotencyPhasesModule; without it, none is.
+  const registry = (): OperationRegistry | undefined => {
+    try {
+      return moduleRef.get(OperationRegistry, { strict: false });
+    } catch {
+      return undefined;
+    }
+  };
   const cache = () => moduleRef.get(ReplayCache, { strict: false });
   return new IdempotencyAdmin(
     adminDatabaseOf(
@@ -45,7 +52,7 @@ function adminFactory(
       codec: new OutcomeCodec(options.encryption && { ...options.encryption, acceptPlaintext: true }),
       emit: (event) => events.emit(event),
       retention: options.retention,
-      registered: (operation) => registry().get(operation) !== undefined,
+      registered: (operation) => registry()?.get(operation) !== undefined,
       released: (id) => cache().forget(id),
     },
   );

@@ -9,7 +9,7 @@ import { IdempotencyGraphqlError } from './graphql-errors.js';
 import { fieldValueOf, recordFieldValue } from './graphql-field-value.js';
 import { noteFieldAnswer } from './graphql-replays.js';
 import { IdempotentMutations } from './idempotent-mutations.js';
-import { type Attempt, type IdempotentCallType, IdempotentCallTypes } from '../http/idempotent-call-types.js';
+import { type Attempt, type IdempotentCallType, IdempotencyExtensions } from '../http/idempotency-extensions.js';
 import { settling } from '../http/settling.js';
 import { Abandonment } from '../flow/handler-run.js';
 
@@ -32,9 +32,9 @@ export class GraphqlMutationFlow implements IdempotentCallType {
   constructor(
     private readonly mutations: IdempotentMutations,
     private readonly adapterHost: HttpAdapterHost,
-    callTypes: IdempotentCallTypes,
+    extensions: IdempotencyExtensions,
   ) {
-    callTypes.register('graphql', this);
+    extensions.registerCallType('graphql', this);
   }
 
   intercept(context: ExecutionContext, next: CallHandler, attempt: Attempt): Observable<unknown> {

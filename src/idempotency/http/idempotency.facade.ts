@@ -3,9 +3,8 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { FastReplay } from '../flow/fast-replay.js';
 import { IdempotentRoutes } from './idempotent-route.js';
-import { IdempotentCallTypes } from './idempotent-call-types.js';
+import { IdempotencyExtensions } from './idempotency-extensions.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
-import { PhasedFlow } from '../phases/phased-flow.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 
@@ -20,12 +19,11 @@ import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 export class IdempotencyFacade {
   constructor(
     readonly routes: IdempotentRoutes,
-    readonly callTypes: IdempotentCallTypes,
+    readonly extensions: IdempotencyExtensions,
     readonly fingerprints: RequestFingerprints,
     readonly cache: ReplayCache,
     readonly fast: FastReplay,
     readonly oneTransaction: OneTransactionFlow,
-    readonly phased: PhasedFlow,
     readonly events: IdempotencyEvents,
     readonly adapterHost: HttpAdapterHost,
   ) {}

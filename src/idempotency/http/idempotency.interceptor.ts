@@ -5,7 +5,7 @@ import { attemptEvent, HTTP_ERRORS, unavailableOr } from '../events/attempt-even
 import { headerValues, parseIdempotencyKey, type ParsedIdempotencyKey } from './idempotency-key.js';
 import { IdempotencyKeyMalformedException, IdempotencyKeyMissingException } from '../errors/idempotency.exceptions.js';
 import { IdempotencyFacade } from './idempotency.facade.js';
-import type { Attempt } from './idempotent-call-types.js';
+import type { Attempt } from './idempotency-extensions.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { fingerprintOf, type IdempotentRoute, oneTransactionTermsOf } from './idempotent-route.js';
@@ -25,7 +25,7 @@ const entered = new WeakSet<object>();
  * (flow/one-transaction.flow.ts, or phases/phased-flow.ts), emit the one
  * attempt event of the request, send. A message handler's call (`rpc`) or
  * a GraphQL field's goes to the feature module that serves it
- * (`IdempotentCallTypes`), with this attempt: one interceptor bound per
+ * (`IdempotencyExtensions`), with this attempt: one interceptor bound per
  * handler, as each one bound costs every request a layer of Nest's
  * interceptor chain.
  */
@@ -38,7 +38,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const type = context.getType<string>();
-    if (type === 'rpc' || type === 'graphql') return this.idempotency.callTypes.intercept(type, context, next, this.attempts);
+    if (type === 'rpc' || type === 'graphql') return this.idempotency.extensions.intercept(type, context, next, this.attempts);
     const route = type === 'http' ? this.idempotency.routes.of(context.getClass(), context.getHandler()) : undefined;
     if (!route) return next.handle();
     const http = context.switchToHttp();
@@ -127,12 +127,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * instead, and the flow rolls back.
    */
   private async run(id: RecordId, fingerprint: RequestFingerprint, { route, request, response, next, abandonment }: RouteCall): Promise<FlowEnding> {
-    const { phased, oneTransaction, adapterHost } = this.idempotency;
+    const { extensions, oneTransaction, adapterHost } = this.idempotency;
     if (abandonment?.isAbandoned) return { steps: NO_STEPS, error: new HandlerAbandonedError() };
     const guard = response === undefined ? undefined : ResponseGuard.hold(response);
     const stopListening = guard && abandonment?.onAbandon(() => guard.abandon());
     try {
-      if (route.lease) return await phased.execute(id, fingerprint, { route, next, request, response });
+      if (route.lease) return await extensions.executePhased(id, fingerprint, { route, next, request, response });
       const terms = oneTransactionTermsOf(route, adapterHost.httpAdapter, response, guard);
       terms.abandonment = abandonment;
       return await oneTransaction.execute(id, fingerprint, terms, next);

@@ -12,7 +12,7 @@ import { canonicalRequest } from '../fingerprint/request-fingerprint.js';
 import type { RequestFingerprint, RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { settling } from '../http/settling.js';
 import { type IdempotentMessageHandler, IdempotentMessageHandlers } from './idempotent-message.js';
-import { type IdempotentCallType, IdempotentCallTypes } from '../http/idempotent-call-types.js';
+import { type IdempotentCallType, IdempotencyExtensions } from '../http/idempotency-extensions.js';
 import { MessageInProgressError, MessageKeyMissingError, MessageKeyReusedError } from './message.errors.js';
 
 /**
@@ -33,9 +33,9 @@ export class IdempotentMessageInterceptor implements IdempotentCallType {
   constructor(
     private readonly idempotency: IdempotencyFacade,
     private readonly handlers: IdempotentMessageHandlers,
-    callTypes: IdempotentCallTypes,
+    extensions: IdempotencyExtensions,
   ) {
-    callTypes.register('rpc', this);
+    extensions.registerCallType('rpc', this);
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {

@@ -6,7 +6,7 @@ import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotentRoutes } from '../http/idempotent-route.js';
-import { IdempotentCallTypes } from '../http/idempotent-call-types.js';
+import { IdempotencyExtensions } from '../http/idempotency-extensions.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
 import { refuseUnsupportedVersions } from './supported-versions.js';
@@ -19,14 +19,9 @@ import { SessionTimeoutsCheck } from './session-timeouts.check.js';
 import { ReplicationCheck } from './replication.check.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
-import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
-import { LeaseStore } from '../phases/lease.store.js';
 import { FastReplay } from '../flow/fast-replay.js';
 import { HandlerInTransaction } from '../flow/handler-in-transaction.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
-import { PhasedFlow } from '../phases/phased-flow.js';
-import { OperationRegistry } from '../phases/operation-registry.js';
-import { OperationRunner } from '../phases/operation.runner.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
@@ -69,15 +64,10 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     SessionTimeoutsCheck,
     ReplicationCheck,
     NamedStatementsProbe,
-    IdempotentCallTypes,
-    LeaseStore,
-    OperationRegistry,
-    OperationRunner,
+    IdempotencyExtensions,
     FastReplay,
     OneTransactionFlow,
     HandlerInTransaction,
-    PhasedFlow,
-    AbandonedClaimsCompleter,
     IdempotencyReaper,
     IdempotencyFacade,
     {
@@ -89,8 +79,8 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
   ],
   // What apps inject, the one provider that the interceptors of @Idempotent() need (Nest builds them in the module
   // of each controller that uses them, from what that module can see), the tables the outbox and the admin name,
-  // and where the messaging module registers the calls it serves.
-  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables, IdempotentCallTypes],
+  // and what the feature modules (messaging, GraphQL, phases) register with and build on.
+  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables, IdempotencyExtensions, IdempotencyDataSource, OutcomeCodec],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule implements OnModuleInit {
   constructor(private readonly modules: ModulesContainer) {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { ApplicationConfig, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { type IdempotentRoute, IdempotentRoutes } from '../http/idempotent-route.js';
-import { IdempotentCallTypes, unservedMessage } from '../http/idempotent-call-types.js';
+import { IdempotencyExtensions, unservedMessage } from '../http/idempotency-extensions.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -33,7 +33,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly routes: IdempotentRoutes,
     private readonly config: ApplicationConfig,
-    private readonly callTypes: IdempotentCallTypes,
+    private readonly extensions: IdempotencyExtensions,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -54,9 +54,10 @@ export class IdempotentRoutesValidator implements OnModuleInit {
         if (Reflect.getMetadata(PATH_METADATA, handler) !== undefined) {
           checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
           checkNoFilterCatchesFirst(controller, name, handler);
-        } else if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, handler) !== undefined && !this.callTypes.of('rpc')) {
+        } else if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, handler) !== undefined && !this.extensions.serves('rpc')) {
           throw new IdempotencyConfigurationError(unservedMessage('rpc', controller.name, name));
         }
+        if (route.lease !== undefined && !this.extensions.serves('phases')) throw new IdempotencyConfigurationError(unservedMessage('phases', controller.name, name));
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
@@ -79,7 +80,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
 
   /** `@Idempotent()` on a provider's methods (a GraphQL resolver's), which only IdempotencyGraphqlModule serves. */
   private refuseUnservedResolvers(): void {
-    if (this.callTypes.of('graphql')) return;
+    if (this.extensions.serves('graphql')) return;
     for (const wrapper of this.discovery.getProviders()) {
       const provider = wrapper.metatype as Function | null;
       if (typeof provider !== 'function' || !provider.prototype) continue;

@@ -12,6 +12,7 @@ import { TransactionHost } from '../transactions/transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
+import { IdempotencyReaper } from '../reaper/idempotency.reaper.js';
 
 /** What bounds one run of the completer. */
 export interface CompleterBounds {
@@ -42,7 +43,7 @@ export interface CompleterPass {
  * operation never started is discarded; one that runs out of attempts is
  * marked failed. A started operation this process does not register is left
  * alone, with a warning, for a process that does. It never deletes a claim
- * whose side effects may exist.
+ * whose side effects may exist. It joins every scheduled pass of the reaper.
  */
 @Injectable()
 export class AbandonedClaimsCompleter {
@@ -57,7 +58,10 @@ export class AbandonedClaimsCompleter {
     private readonly operations: OperationRegistry,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
-  ) {}
+    reaper: IdempotencyReaper,
+  ) {
+    reaper.addCompleter(this);
+  }
 
   /**
    * Takes abandoned claims over one after another and ends each. With

@@ -1,4 +1,4 @@
-import { type CallHandler, HttpException, Inject, Injectable, Logger, type Type } from '@nestjs/common';
+import { HttpException, Inject, Injectable, Logger, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -24,12 +24,9 @@ import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership } from './phases.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
+import { IdempotencyExtensions, type PhasedRequest, type PhasedRouteFlow } from '../http/idempotency-extensions.js';
 
-/**
- * The settings of a route that the phased flow reads. The edge hands its
- * route over (`IdempotentRoute` in http/ has all of these), so that the flow
- * imports nothing from the edge.
- */
+/** The settings of a route that the phased flow reads (`IdempotentRoute` has all of these). */
 export interface PhasedRoute {
   operation: string;
   retention: number;
@@ -54,16 +51,9 @@ const MAX_POLL_MS = 200;
 /** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
 const CLAIM_LOCK_TIMEOUT_MS = 50;
 
-/** A request of a phased route, as the interceptor hands it over. */
-export interface PhasedRequest {
-  route: PhasedRoute;
-  next: CallHandler;
-  request: Record<symbol, unknown>;
-  response: unknown;
-}
-
 /** One call of the phased flow: what its steps share. */
-interface PhasedCall extends PhasedRequest {
+interface PhasedCall extends Omit<PhasedRequest, 'route'> {
+  route: PhasedRoute;
   id: RecordId;
   fingerprint: RequestFingerprint;
   steps: FlowSteps;
@@ -76,7 +66,7 @@ interface PhasedCall extends PhasedRequest {
  * lease is live, and takes the claim over once it lapses.
  */
 @Injectable()
-export class PhasedFlow {
+export class PhasedFlow implements PhasedRouteFlow {
   private readonly logger = new Logger('Idempotency');
   /** Routes already warned about a handler that reshapes its operation's answer. */
   private readonly reshapingRoutes = new Set<string>();
@@ -87,7 +77,10 @@ export class PhasedFlow {
     private readonly operations: OperationRegistry,
     private readonly adapterHost: HttpAdapterHost,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
-  ) {}
+    extensions: IdempotencyExtensions,
+  ) {
+    extensions.registerPhasedFlow(this);
+  }
 
   async execute(id: RecordId, fingerprint: RequestFingerprint, request: PhasedRequest): Promise<FlowEnding> {
     const steps: FlowSteps = { collided: false, timeline: {} };

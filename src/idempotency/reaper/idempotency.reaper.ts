@@ -5,7 +5,6 @@ import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
-import { AbandonedClaimsCompleter } from '../phases/abandoned-claims.completer.js';
 import { ReaperStatements } from '../records/record.statements.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReaperSchedule } from './reaper-schedule.js';
@@ -35,6 +34,15 @@ export interface RetentionSweep {
 }
 
 /**
+ * Work run after the sweeps in every scheduled pass, until its deadline:
+ * the completer of abandoned phased claims (`IdempotencyPhasesModule`). It
+ * stops where `signal` aborts (shutdown), releasing what it holds.
+ */
+export interface PassCompleter {
+  completeAbandoned(bounds: { until: number; signal: AbortSignal }): Promise<unknown>;
+}
+
+/**
  * Deletes records past `expires_at`, on a timer cleared at shutdown: in the
  * app's @nestjs/schedule `SchedulerRegistry` as `IDEMPOTENCY_REAPER_INTERVAL`
  * where the app imported `ScheduleModule.forRoot()`, its own otherwise.
@@ -52,12 +60,12 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   private pass?: Promise<void>;
   private readonly stopping = new AbortController();
   private readonly sweeps = new Set<RetentionSweep>();
+  private readonly completers = new Set<PassCompleter>();
 
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
     private readonly transactions: TransactionHost,
-    private readonly completer: AbandonedClaimsCompleter,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
     private readonly moduleRef: ModuleRef,
@@ -86,6 +94,12 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
     return () => this.sweeps.delete(sweep);
   }
 
+  /** Joins `completer` to every scheduled pass, after the sweeps; returns how to leave. */
+  addCompleter(completer: PassCompleter): () => void {
+    this.completers.add(completer);
+    return () => this.completers.delete(completer);
+  }
+
   /**
    * One scheduled pass, within `timeBudgetMs`: delete expired records, then
    * run the sweeps (settled outbox events), for up to half of it together;
@@ -109,10 +123,13 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
           const budgetMs = Math.max(0, deadline - timeBudgetMs / 2 - Date.now());
           await sweep.sweep(budgetMs).catch((error) => this.logger.error(`Reaper sweep failed: ${(error as Error).message}`));
         }
+        for (const completer of this.completers) {
+          if (this.stopping.signal.aborted) return;
+          await completer
+            .completeAbandoned({ until: deadline, signal: this.stopping.signal })
+            .catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
+        }
         if (this.stopping.signal.aborted) return;
-        await this.completer
-          .completeAbandoned({ until: deadline, signal: this.stopping.signal })
-          .catch((error) => this.logger.error(`Completing abandoned claims failed: ${(error as Error).message}`));
         const cutShort = first && !first.skipped && first.deleted === first.batches * batchSize;
         if (cutShort && !this.stopping.signal.aborted && Date.now() < deadline) await reap(deadline - Date.now());
       } finally {
