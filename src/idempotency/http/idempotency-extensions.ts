@@ -71,18 +71,18 @@ export class IdempotencyExtensions {
   intercept(type: 'rpc' | 'graphql', context: ExecutionContext, next: CallHandler, attempt: Attempt): Observable<unknown> {
     const served = this.callTypes.get(type);
     if (served) return served.intercept(context, next, attempt);
-    return throwError(() => new IdempotencyConfigurationError(unservedMessage(type, context.getClass().name, context.getHandler().name)));
+    return throwError(() => new IdempotencyConfigurationError(unservedMessage(type, `${context.getClass().name}.${context.getHandler().name}`)));
   }
 
   /** A request of a phased route, to the flow that serves them; refused where none does. */
   executePhased(id: RecordId, fingerprint: RequestFingerprint, request: PhasedRequest): Promise<FlowEnding> {
     if (this.phased) return this.phased.execute(id, fingerprint, request);
-    return Promise.reject(new IdempotencyConfigurationError(unservedMessage('phases', request.route.operation, 'handler')));
+    return Promise.reject(new IdempotencyConfigurationError(unservedMessage('phases', request.route.operation)));
   }
 }
 
-/** Why `@Idempotent()` on a handler cannot serve it: no module serves what it needs, and how to fix it. */
-export function unservedMessage(what: Served, owner: string, handler: string): string {
+/** Why `@Idempotent()` on a handler (`where`: its class and method, or its operation) cannot serve it, and how to fix it. */
+export function unservedMessage(what: Served, where: string): string {
   const served = SERVED_BY[what];
-  return `@Idempotent() on ${owner}.${handler}, ${served.what}: import ${served.module} from 'nest-idempotency/${what === 'rpc' ? 'messaging' : what}' beside IdempotencyModule, which serves ${served.serves}.`;
+  return `@Idempotent() on ${where}, ${served.what}: import ${served.module} from 'nest-idempotency/${what === 'rpc' ? 'messaging' : what}' beside IdempotencyModule, which serves ${served.serves}.`;
 }

@@ -55,9 +55,9 @@ export class IdempotentRoutesValidator implements OnModuleInit {
           checkOperationIsOwn(`${controller.name}.${name}`, route, handlersOf);
           checkNoFilterCatchesFirst(controller, name, handler);
         } else if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, handler) !== undefined && !this.extensions.serves('rpc')) {
-          throw new IdempotencyConfigurationError(unservedMessage('rpc', controller.name, name));
+          throw new IdempotencyConfigurationError(unservedMessage('rpc', `${controller.name}.${name}`));
         }
-        if (route.lease !== undefined && !this.extensions.serves('phases')) throw new IdempotencyConfigurationError(unservedMessage('phases', controller.name, name));
+        if (route.lease !== undefined && !this.extensions.serves('phases')) throw new IdempotencyConfigurationError(unservedMessage('phases', `${controller.name}.${name}`));
         this.checkResponseIsRecordable(controller, name, handler, route.lease !== undefined);
         around.push(...routeInterceptorsAround(controller, handler).map((outer) => ({ ...outer, handler: `${controller.name}.${name}`, controller: controller.name })));
       }
@@ -87,7 +87,7 @@ export class IdempotentRoutesValidator implements OnModuleInit {
       const onClass = Reflect.getMetadata(IDEMPOTENT_ROUTE, provider) !== undefined;
       for (const name of this.scanner.getAllMethodNames(provider.prototype)) {
         if (onClass || Reflect.getMetadata(IDEMPOTENT_ROUTE, provider.prototype[name]) !== undefined) {
-          throw new IdempotencyConfigurationError(unservedMessage('graphql', provider.name, name));
+          throw new IdempotencyConfigurationError(unservedMessage('graphql', `${provider.name}.${name}`));
         }
       }
     }
