@@ -18,7 +18,7 @@ import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check
 import { SessionTimeoutsCheck } from './session-timeouts.check.js';
 import { ReplicationCheck } from './replication.check.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
-import { documentIdempotentRoutes } from '../openapi/idempotency-openapi.js';
+import { documentRoutes } from '../openapi/swagger.js';
 import { FastReplay } from '../flow/fast-replay.js';
 import { HandlerInTransaction } from '../flow/handler-in-transaction.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
@@ -72,8 +72,8 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     IdempotencyFacade,
     {
       // A factory, so that it runs while the app is created, before SwaggerModule reads the metadata.
-      provide: documentIdempotentRoutes,
-      useFactory: documentIdempotentRoutes,
+      provide: documentRoutes,
+      useFactory: documentRoutes,
       inject: [DiscoveryService, MetadataScanner, IdempotentRoutes, RESOLVED_IDEMPOTENCY_OPTIONS],
     },
   ],

@@ -2,9 +2,8 @@ import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyProblemType } from '../errors/idempotency.exceptions.js';
 import type { IdempotentRoutes } from '../http/idempotent-route.js';
 import { MAX_KEY_LENGTH } from '../http/idempotency-key.js';
-import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
-import { loadSwagger } from './swagger.js';
+import type { Swagger } from './swagger.js';
 
 
 const PROBLEM_SCHEMA = {
@@ -48,19 +47,10 @@ const documented = new WeakSet<Function>();
  * Documents every `@Idempotent()` route (a handler's own, or one its
  * class's `@Idempotent()` covers) through @nestjs/swagger: the key header,
  * the 400/409/422 problem responses and the `Idempotent-Replayed` header of
- * the success response. It runs while the app is created, before
- * `SwaggerModule.createDocument()` reads the metadata, and does nothing when
- * @nestjs/swagger is not installed.
+ * the success response. Loaded only where the app has @nestjs/swagger (see
+ * `documentRoutes`).
  */
-export async function documentIdempotentRoutes(
-  discovery: DiscoveryService,
-  scanner: MetadataScanner,
-  routes: IdempotentRoutes,
-  options: ResolvedModuleOptions,
-): Promise<void> {
-  if (!options.openapi) return;
-  const swagger = await loadSwagger();
-  if (!swagger) return;
+export function documentIdempotentRoutes(swagger: Swagger, discovery: DiscoveryService, scanner: MetadataScanner, routes: IdempotentRoutes): void {
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as Function | null;
     if (!controller?.prototype) continue;

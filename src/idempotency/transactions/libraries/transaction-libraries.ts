@@ -1,11 +1,10 @@
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import type { RequestTransaction } from '../request-transaction.js';
 import { TransactionHost } from '../transaction-host.js';
-import type { LibraryJoin } from './library-join.js';
-import { joinNestjsCls } from './nestjs-cls.js';
+import type { LibraryJoin, Outside } from './library-join.js';
 import { joinTypeormTransactional } from './typeorm-transactional.js';
 
 /**
@@ -18,7 +17,10 @@ import { joinTypeormTransactional } from './typeorm-transactional.js';
  *
  * Both are optional: each is loaded, at startup, only where the app uses it
  * (see `joinTypeormTransactional`, `joinNestjsCls`), and an app with neither
- * runs its handlers as they are.
+ * runs its handlers as they are. The join of @nestjs-cls/transactional loads
+ * only where the plugin does; typeorm-transactional's reads the mark
+ * `addTransactionalDataSource()` leaves on the DataSource first, and must
+ * refuse a DataSource so marked whose library it cannot load.
  */
 @Injectable()
 export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown {
@@ -33,9 +35,17 @@ export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown
   async onModuleInit(): Promise<void> {
     const dataSource = this.served.dataSource;
     const outside = <T>(work: () => T): T => this.host.outside(work);
-    const joins = await Promise.all([joinTypeormTransactional(dataSource, outside), joinNestjsCls(this.modules, dataSource, outside)]);
+    const joins = await Promise.all([joinTypeormTransactional(dataSource, outside), this.joinNestjsCls(dataSource, outside)]);
     this.joins = joins.filter((join) => join !== undefined);
     for (const { isolation } of this.joins) if (isolation) this.served.requireIsolation(isolation);
+  }
+
+  /** @nestjs-cls/transactional's join, whose code loads only where the app has the plugin. */
+  private async joinNestjsCls(dataSource: DataSource, outside: Outside): Promise<LibraryJoin | undefined> {
+    const plugin = await import('@nestjs-cls/transactional').catch(() => undefined);
+    if (!plugin) return undefined;
+    const { joinNestjsCls } = await import('./nestjs-cls.js');
+    return joinNestjsCls(this.modules, dataSource, outside);
   }
 
   /** Runs the handler's `work` inside the context of each library that has one for the request's `transaction`. */
