@@ -17,11 +17,11 @@ export interface BenchAppOptions {
   /** Set when a Redis server answers: adds the peer's route. */
   peer?: PeerOptions;
   /**
-   * Module options that survive JSON, e.g. `replayCacheSize: 0`, a `claim`
-   * mode, a reaper schedule or `encryption` with base64 keys; unset ones keep
-   * the module's defaults.
+   * Module options that survive JSON, e.g. `replayCacheSize: 0`, a reaper
+   * schedule or `encryption` with base64 keys; unset ones keep the module's
+   * defaults.
    */
-  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'claim' | 'reaper' | 'retention' | 'wait' | 'encryption' | 'unitSavepoints'>;
+  idempotency?: Pick<IdempotencyModuleOptions, 'replayCacheSize' | 'readFirst' | 'reaper' | 'retention' | 'wait' | 'encryption' | 'unitSavepoints'>;
   /** node-postgres pipelining (`extra.pipeline`) on the app's DataSource; default: the demo's, on. */
   pipeline?: boolean;
   /** Connections in the app's pool (`extra.max`); default: the demo's `DB_POOL_SIZE`. */

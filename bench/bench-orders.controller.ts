@@ -66,17 +66,14 @@ export class BenchOrdersController {
     return this.createOrder(dto, response);
   }
 
-  /** The same, its key claimed first (the default, pinned): a lock on the key's hash and a read open the transaction, the record's INSERT goes with COMMIT. */
+  /**
+   * The same work on a route of its own (another operation): a lock on the
+   * key's hash and a read open the transaction, the record's INSERT goes with
+   * COMMIT. Against `orders/idempotent`, the paired run's same-work pair.
+   */
   @Post('orders/claim-first')
-  @Idempotent({ claim: 'first' })
+  @Idempotent()
   createClaimedFirst(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
-    return this.createOrder(dto, response);
-  }
-
-  /** The same, its key claimed at commit: one INSERT of the completed record right before COMMIT. */
-  @Post('orders/at-commit')
-  @Idempotent({ claim: 'at-commit' })
-  createAtCommit(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
     return this.createOrder(dto, response);
   }
 

@@ -38,7 +38,6 @@ interface Route {
 const PIECES: ReadonlyArray<{ piece: string; with: Route; without: Route }> = [
   { piece: "Nest's interceptor chain", with: { app: 'main', path: '/bench/orders/intercepted' }, without: { app: 'main', path: '/bench/orders/bare' } },
   { piece: 'the default, all told (order + Outbox.add())', with: { app: 'main', path: '/bench/orders/idempotent' }, without: { app: 'main', path: '/bench/orders/bare' } },
-  { piece: 'the claim first: lock and read with BEGIN', with: { app: 'main', path: '/bench/orders/claim-first' }, without: { app: 'main', path: '/bench/orders/at-commit' } },
   { piece: 'the default, all told (two inserts)', with: { app: 'main', path: '/bench/two-rows/idempotent' }, without: { app: 'main', path: '/bench/two-rows/bare' } },
   { piece: "the units' savepoints (two inserts)", with: { app: 'main', path: '/bench/two-rows/idempotent' }, without: { app: 'no-savepoints', path: '/bench/two-rows/idempotent' } },
   { piece: 'the default, all told, without pipelining (two inserts)', with: { app: 'unpipelined', path: '/bench/two-rows/idempotent' }, without: { app: 'unpipelined', path: '/bench/two-rows/bare' } },

@@ -9,8 +9,8 @@ type PanelSpec = Extract<TopLevelSpec, { hconcat: unknown }>['hconcat'][number];
 
 type Row = Record<string, string | number>;
 
-/** The reaping part's first executions run in the module's default claim mode. */
-const REAPING_LABEL = 'first, default claim mode';
+/** The reaping part's first executions run with the module's defaults. */
+const REAPING_LABEL = 'first execution';
 
 /**
  * The growth results as an SVG: throughput and p99 by table size for each
@@ -55,7 +55,7 @@ export async function renderGrowthChart(runs: readonly SizeRun[], sizes: readonl
 function grouped(values: Row[], field: string, title: string, groups: string[], scenarios: string[], format: string): PanelSpec {
   const x = { field: 'records', type: 'nominal', sort: groups, title: null, axis: { labelAngle: 0 } } as const;
   const xOffset = { field: 'scenario', type: 'nominal', sort: scenarios } as const;
-  // Without a canvas, vega estimates label widths generously: the default limit would cut the claim modes' labels.
+  // Without a canvas, vega estimates label widths generously: the default limit would cut the scenarios' labels.
   const color = { field: 'scenario', type: 'nominal', sort: scenarios, title: null, legend: { orient: 'bottom', labelLimit: 240 } } as const;
   const median = { aggregate: 'median', field, type: 'quantitative' } as const;
   return {

@@ -10,7 +10,7 @@ const FIRST_EXECUTION = { id: 'first', ...FIRST_EXECUTIONS };
 
 /**
  * The reaping part, on a database holding `options.backlog` expired records:
- * first executions in the module's default claim mode, in windows
+ * first executions with the module's defaults, in windows
  * alternating between an app without a reaper (`idle`) and an app whose own
  * IdempotencyReaper runs with a short interval, so that its passes follow
  * each other while the claims run. Each

@@ -109,7 +109,7 @@ function reapingLines(reaping: ReapingReport): string[] {
     ? [`  the backlog ran out in round ${summary.exhaustedRounds.join(', ')}: the reaper idled for part of the window, so its rate and its cost are understated`]
     : [];
   return [
-    `First executions, default claim mode, while the reaper deletes a backlog of ${reaping.backlog.toLocaleString('en-US')} expired records (measured phase only)`,
+    `First executions, the module's defaults, while the reaper deletes a backlog of ${reaping.backlog.toLocaleString('en-US')} expired records (measured phase only)`,
     perRound,
     '',
     'Ratios of medians, reaping ÷ no reaping',

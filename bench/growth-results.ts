@@ -6,17 +6,16 @@ import { median, type RunSummary } from './statistics.js';
 export type { RunSummary };
 
 /** The growth scenario ids. */
-export type GrowthScenarioId = 'claim-first-first' | 'at-commit-first' | 'replay' | 'replay-uncached';
+export type GrowthScenarioId = 'claim-first-first' | 'replay' | 'replay-uncached';
 
 /**
  * The apps of a size's window, by their module options (the reaper is off in
- * all): one per claim mode, and one without the replay cache. The claim mode
+ * both): the module's defaults, and one without the replay cache. The cache
  * is the app's, not a route's, so that every scenario runs on the one route
  * whose operation the seeded records share.
  */
 export const GROWTH_APPS = {
-  'claim-first': { claim: 'first' },
-  'at-commit': { claim: 'at-commit' },
+  main: {},
   uncached: { replayCacheSize: 0 },
 } satisfies Record<string, BenchAppOptions['idempotency']>;
 
@@ -35,10 +34,8 @@ const REPLAYS = { path: GROWTH_ROUTE, keys: 'cycle', statuses: [201], replays: '
 
 /** In the order they run in odd rounds' windows; even rounds reverse it. */
 export const GROWTH_SCENARIOS: readonly GrowthScenario[] = [
-  { id: 'claim-first-first', label: 'first, claimed first', app: 'claim-first', ...FIRST_EXECUTIONS },
-  { id: 'at-commit-first', label: 'first, claimed at commit', app: 'at-commit', ...FIRST_EXECUTIONS },
-  // A replay the cache answers never reaches a claim: either mode's app serves.
-  { id: 'replay', label: 'replay, cache on', app: 'at-commit', ...REPLAYS },
+  { id: 'claim-first-first', label: 'first execution', app: 'main', ...FIRST_EXECUTIONS },
+  { id: 'replay', label: 'replay, cache on', app: 'main', ...REPLAYS },
   { id: 'replay-uncached', label: 'replay, cache off', app: 'uncached', ...REPLAYS },
 ];
 

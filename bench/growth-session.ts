@@ -73,7 +73,7 @@ export async function runGrowthSession(options: GrowthOptions, cleanup: CleanupS
     return undefined;
   });
   const settings = { ...options, pgPoolSize: Number(process.env.DB_POOL_SIZE ?? 20) };
-  // Each scenario with the module options of its app: which claim mode its first executions ran in.
+  // Each scenario with the module options of its app: whether its replays had the cache.
   const scenarios = GROWTH_SCENARIOS.map((scenario) => ({ ...scenario, moduleOptions: GROWTH_APPS[scenario.app] }));
   const results = { generatedAt: new Date().toISOString(), commit: await currentCommit(), settings, scenarios, machine, notes, seedingSeconds, tables, sizes: summaries, reaping, runs: sizeRuns };
   const written = await writeResultFiles(options.resultsName, results, svg);

@@ -12,12 +12,12 @@ export interface SizedDatabase {
 
 /**
  * The table-growth part: in every round, for every size, a window with fresh
- * bench apps on that size's database (claimed first, claimed at commit, and
- * without the replay cache), in which first executions in each claim mode,
- * replays through the cache and replays from the table run one after the
- * other. Sizes run in ascending order in odd rounds and descending in even
- * ones, and so do the scenarios within a window, so that drift on the machine
- * over the run (other work, the checkpointer, autovacuum) favours neither end.
+ * bench apps on that size's database (the module's defaults, and without
+ * the replay cache), in which first executions, replays through the cache
+ * and replays from the table run one after the other. Sizes run in
+ * ascending order in odd rounds and descending in even ones, and so do the
+ * scenarios within a window, so that drift on the machine over the run
+ * (other work, the checkpointer, autovacuum) favours neither end.
  * The reaper is off: nothing in these tables is expired.
  */
 export async function measureSizes(harness: GrowthHarness, databases: readonly SizedDatabase[], options: GrowthOptions, runId: string, log: (line: string) => void): Promise<SizeRun[]> {

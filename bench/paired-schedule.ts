@@ -25,7 +25,6 @@ export const PAIRED_VARIANTS: readonly Scenario[] = [
   variant('intercepted'),
   variant('first'),
   variant('claim-first-first'),
-  variant('at-commit-first'),
   variant('peer-first'),
   variant('two-rows-bare'),
   variant('two-rows-first'),
@@ -43,9 +42,8 @@ export const COMPARISONS: readonly Twins[] = [
   { name: 'module’s default ÷ pass-through interceptor', subject: 'first', base: 'intercepted' },
   { name: 'peer ÷ bare', subject: 'peer-first', base: 'bare' },
   { name: 'module’s default ÷ peer', subject: 'first', base: 'peer-first' },
-  // The default claim mode is 'first': the same work twice, so this pair shows the method's own noise.
-  { name: 'claim first, pinned ÷ module’s default (same work)', subject: 'claim-first-first', base: 'first' },
-  { name: 'at commit ÷ claim first', subject: 'at-commit-first', base: 'claim-first-first' },
+  // The same work twice, on two routes: this pair shows the method's own noise.
+  { name: 'second route ÷ module’s default (same work)', subject: 'claim-first-first', base: 'first' },
   { name: 'two rows: module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
   { name: 'two rows: no unit savepoints ÷ module’s default', subject: 'two-rows-no-savepoints', base: 'two-rows-first' },
   { name: 'replay ÷ peer replay', subject: 'replay', base: 'peer-replay' },
@@ -68,7 +66,6 @@ const CYCLE: readonly ScenarioId[] = [
   'peer-first',
   'first',
   'claim-first-first',
-  'at-commit-first',
   'two-rows-no-savepoints',
   'two-rows-first',
   'two-rows-bare',

@@ -17,8 +17,6 @@ export type ScenarioId =
   | 'claim-replay'
   | 'unpipelined-first'
   | 'claim-first-first'
-  | 'at-commit-first'
-  | 'at-commit-replay'
   | 'encrypted-first'
   | 'encrypted-replay'
   | 'two-rows-bare'
@@ -41,7 +39,7 @@ export const APP_VARIANTS = {
   main: () => ({}),
   /** Every replay reads its record: the base of the encryption and read-first ratios. */
   uncached: () => ({ idempotency: { replayCacheSize: 0 } }),
-  /** `uncached`, with no read before the claim: every replay goes through the claim (or, at commit, runs and finds the key there). */
+  /** `uncached`, with no read before the claim: every replay goes through the claim. */
   'claim-first-replays': () => ({ idempotency: { replayCacheSize: 0, readFirst: false } }),
   /** node-postgres pipelining off: BEGIN, the claim, the outcome and COMMIT each wait for the previous answer. */
   unpipelined: () => ({ pipeline: false }),
@@ -95,10 +93,8 @@ export const SCENARIOS: readonly Scenario[] = [
   ours('uncached-replay', 'replay, cache off', 'uncached', true),
   ours('claim-replay', 'replay, no read-first', 'claim-first-replays', true, '/bench/orders/claim-first'),
   ours('unpipelined-first', 'first, no pipelining', 'unpipelined', false),
-  ours('claim-first-first', 'first, claimed first', 'main', false, '/bench/orders/claim-first'),
-  ours('at-commit-first', 'first, claimed at commit', 'main', false, '/bench/orders/at-commit'),
-  // A retry that finds neither the cache nor the read-first path: the handler runs, finds the key at commit, rolls back.
-  ours('at-commit-replay', 'replay at commit, no shortcut', 'claim-first-replays', true, '/bench/orders/at-commit'),
+  // The default's work on a route of its own: against `first`, the same work twice.
+  ours('claim-first-first', 'first, second route', 'main', false, '/bench/orders/claim-first'),
   ours('encrypted-first', 'encrypted first', 'encrypted', false),
   ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
   // The shape most handlers have: two inserts through TransactionHost.manager, no module API between them.
@@ -118,13 +114,11 @@ export interface Twins {
 /** The twin comparisons printed and written where both scenarios ran. */
 export const TWINS: readonly Twins[] = [
   { name: 'a pass-through interceptor (Nest’s share), bare transaction', subject: 'intercepted', base: 'bare' },
-  { name: 'the idempotency layer above that interceptor, claimed at commit', subject: 'at-commit-first', base: 'intercepted' },
+  { name: 'the idempotency layer above that interceptor', subject: 'first', base: 'intercepted' },
   { name: 'encryption, first execution', subject: 'encrypted-first', base: 'uncached-first' },
   { name: 'encryption, replay (reads and decrypts)', subject: 'encrypted-replay', base: 'uncached-replay' },
   { name: 'no read-first, replay from the table', subject: 'claim-replay', base: 'uncached-replay' },
   { name: 'no pipelining, first execution', subject: 'unpipelined-first', base: 'first' },
-  { name: 'claimed at commit, not first, first execution', subject: 'at-commit-first', base: 'claim-first-first' },
-  { name: 'claimed at commit, not first, replay with no shortcut', subject: 'at-commit-replay', base: 'claim-replay' },
   { name: 'two rows through TransactionHost.manager: the module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
   { name: 'no unit savepoints, two rows', subject: 'two-rows-no-savepoints', base: 'two-rows-first' },
 ];

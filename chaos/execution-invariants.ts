@@ -16,13 +16,13 @@ const mayHaveRolledBack = (attempt: AttemptRecord) => (attempt.error !== undefin
 const clock = (ms: number) => new Date(ms).toISOString().slice(11, 23);
 
 /**
- * The order handler runs once per operation. Under the default claim, a
- * concurrent copy waits for the owner and replays, a retry replays, on any
- * instance: the handler runs again only after a run that rolled back, and
- * such a run leaves a failed attempt behind. So an order operation's runs,
- * counted in the demo's audit (which keeps runs that rolled back), are at
- * most one plus its attempts that may have rolled back, and an operation
- * acknowledged with 201 ran at least once. A reused key's conflicting
+ * The order handler runs once per operation. A concurrent copy waits for
+ * the owner and replays, a retry replays, on any instance: the handler runs
+ * again only after a run that rolled back, and such a run leaves a failed
+ * attempt behind. So an order operation's runs, counted in the demo's audit
+ * (which keeps runs that rolled back), are at most one plus its attempts
+ * that may have rolled back, and an operation acknowledged with 201 ran at
+ * least once. A reused key's conflicting
  * request (same tenant and sku) must run nothing, so its runs count against
  * the first operation's.
  */

@@ -1,4 +1,3 @@
-import type { ClaimMode } from '../src/idempotency/index.js';
 import { type CommandLine, type CommandLineValues, type Flag, positiveNumber, valueFlag, wholeNumber } from '../harness/command-line.js';
 
 /** The settings of one chaos run. */
@@ -11,11 +10,7 @@ export interface ChaosOptions {
   instances: number;
   /** Concurrent traffic workers, each running one scenario at a time. */
   workers: number;
-  /** The instances' claim mode (`IDEMPOTENCY_CLAIM`); unset, the library's default. */
-  claim?: ClaimMode;
 }
-
-const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit'];
 
 /** The flags of `npm run chaos`; each default is written here once, and the help text comes from them. */
 export const CHAOS_COMMAND_LINE = {
@@ -26,7 +21,6 @@ export const CHAOS_COMMAND_LINE = {
     seed: valueFlag({ placeholder: '<n>', description: 'seed of the traffic mix and the fault schedule', defaultNote: 'random, printed', parse: wholeNumber(0, 2 ** 31 - 1) }),
     instances: valueFlag({ placeholder: '<n>', description: 'demo app instances, 2 to 8', default: '3', parse: wholeNumber(2, 8) }),
     workers: valueFlag({ placeholder: '<n>', description: 'concurrent traffic workers, 1 to 64', default: '24', parse: wholeNumber(1, 64) }),
-    claim: valueFlag({ placeholder: '<mode>', description: `the instances' claim mode: ${CLAIM_MODES.join(', ')}`, defaultNote: "the library's", parse: claimMode }),
   },
   footer: 'PostgreSQL: a fresh database on the server of DATABASE_URL if set (the\nrestart fault is then skipped), else an embedded server started for the run.',
 } satisfies CommandLine<Record<string, Flag<unknown>>>;
@@ -38,13 +32,7 @@ export function chaosOptions(values: CommandLineValues<typeof CHAOS_COMMAND_LINE
     seed: values.seed ?? Math.floor(Math.random() * 2 ** 31),
     instances: values.instances,
     workers: values.workers,
-    claim: values.claim,
   };
-}
-
-function claimMode(text: string, name: string): ClaimMode {
-  if (!CLAIM_MODES.includes(text as ClaimMode)) throw new Error(`--${name} must be one of ${CLAIM_MODES.join(', ')}, got "${text}"`);
-  return text as ClaimMode;
 }
 
 function upTo(max: number): (text: string, name: string) => number {

@@ -1,6 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { ClaimMode } from '../src/idempotency/index.js';
 import type { AttemptLog } from './attempt-log.js';
 import { FAULT_KINDS, type FaultWindow } from './faults.js';
 import type { Observations } from './observations.js';
@@ -13,8 +12,6 @@ export interface RunFacts {
   durationSeconds: number;
   instances: number;
   workers: number;
-  /** The instances' claim mode; unset, the library's default. */
-  claim?: ClaimMode;
   /** `replica-pair`: the failover run's primary and standby behind one endpoint. */
   database: 'embedded' | 'server' | 'replica-pair';
   /** Environment the instances ran with (lease, reaper, timeouts). */
@@ -77,7 +74,7 @@ export function buildReport(
 /** The tables a person reads at the end of the run. */
 export function formatReport(report: ChaosReport): string {
   const lines = [
-    `seed ${report.seed}, ${report.trafficMs / 1000} s of traffic, ${report.instances} instances, ${report.workers} workers, claim ${report.claim ?? "the library's default"}, ${report.database} PostgreSQL`,
+    `seed ${report.seed}, ${report.trafficMs / 1000} s of traffic, ${report.instances} instances, ${report.workers} workers, ${report.database} PostgreSQL`,
     ...report.notes.map((note) => `note: ${note}`),
     '',
     table(

@@ -82,7 +82,7 @@ async function main(): Promise<number> {
 }
 
 async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: { cluster?: DemoCluster; workers?: WorkerPool }): Promise<number> {
-  log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers, claim ${options.claim ?? "the library's default"}`);
+  log(`seed ${options.seed} (rerun with --seed ${options.seed}), ${options.durationSeconds} s, ${options.instances} instances, ${options.workers} workers`);
   const startedAt = new Date().toISOString();
   const database = await openChaosDatabase(log);
   cleanup.add('database', () => database.close());
@@ -90,7 +90,7 @@ async function runChaos(options: ChaosOptions, cleanup: CleanupStack, running: {
   cleanup.add('payment provider', () => fakeProvider.close());
   const provider = new ProviderControl(fakeProvider.url);
 
-  const settings: Record<string, string> = { ...INSTANCE_SETTINGS, ...(options.claim && { IDEMPOTENCY_CLAIM: options.claim }) };
+  const settings: Record<string, string> = { ...INSTANCE_SETTINGS };
   // Delivery: a NATS server of the run's own; the API instances only write the outbox, worker processes relay and consume.
   const nats = await ChaosNats.start();
   if (nats) cleanup.add('nats-server', () => nats.close());

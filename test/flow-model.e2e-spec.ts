@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { flowCommands, keyOf, labelOf, type FlowModel, type FlowReal } from './support/flow-model.js';
 import { LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
  * duplicates and bad keys, each answer checked against a reference model of
  * the HTTP contract, then the database checked against the model.
  */
-describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [adapter, claim] as const)))('request flow against a reference model (%s, claim %s)', (adapter, claim) => {
+describe.each(HTTP_ADAPTERS)('request flow against a reference model (%s)', (adapter) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -21,7 +21,7 @@ describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [ada
     await db.query(LEDGER_SCHEMA);
     // No reaper timer: nothing may change the records behind the model's back.
     // A wait inside the range of scripted owner delays, so duplicates both replay and time out (409).
-    running = await startApp({ imports: ledgerAppModules(db.url, { reaper: false, wait: 100, claim }) }, { adapter });
+    running = await startApp({ imports: ledgerAppModules(db.url, { reaper: false, wait: 100 }) }, { adapter });
     ledger = running.app.get(Ledger);
   });
   afterAll(async () => {
@@ -44,15 +44,14 @@ describe.each(HTTP_ADAPTERS.flatMap((adapter) => CLAIM_MODES.map((claim) => [ada
     const rows = await db.query<{ id: string; label: string }>(`SELECT id, label FROM ledger_entries WHERE starts_with(label, $1) ORDER BY id`, [`${real.ns}:`]);
     const successes = entries.filter((e) => e.status === 201).map((e) => ({ id: JSON.parse(e.text).entry, label: labelOf(real.ns, e.body) }));
     expect(rows.map((row) => ({ id: Number(row.id), label: row.label }))).toEqual(successes.sort((x, y) => x.id - y.id));
-    // Claimed first, every call the handler got is one the model allowed: fresh outcomes and released failures, no more.
-    if (claim === 'first') expect(calls).toBe(model.executions);
-    else expect(calls).toBeGreaterThanOrEqual(model.executions);
+    // Every call the handler got is one the model allowed: fresh outcomes and released failures, no more.
+    expect(calls).toBe(model.executions);
   }
 
   it('answers every request as the model predicts, and stores exactly what the model holds', async () => {
     await fc.assert(
       fc.asyncProperty(fc.commands(flowCommands, { maxCommands: 12, size: 'max' }), async (commands) => {
-        const real: FlowReal = { url: running.url, ledger, db, ns: `fm${Date.now().toString(36)}r${++runSeq}`, claim };
+        const real: FlowReal = { url: running.url, ledger, db, ns: `fm${Date.now().toString(36)}r${++runSeq}` };
         const model: FlowModel = { entries: new Map(), executions: 0 };
         const callsBefore = ledger.calls;
         await fc.asyncModelRun(() => ({ model, real }), commands);

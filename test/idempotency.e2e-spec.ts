@@ -4,7 +4,7 @@ import pg from 'pg';
 import request from 'supertest';
 import { type AttemptEvent, Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import { adaptersWithDrivers, CLAIM_DRIVERS } from './support/claim-drivers.js';
-import { CLAIM_MODES, HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeader } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { DataSource } from 'typeorm';
@@ -15,9 +15,9 @@ type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_MODES.map((claim) => [run, claim, adapter, driver] as const)))(
-  'IdempotencyModule request flow (%s, claim %s)',
-  (_run, claim, adapter, driver) => {
+describe.each(adaptersWithDrivers(0))(
+  'IdempotencyModule request flow (%s)',
+  (_run, adapter, driver) => {
   let db: TestDatabase;
   let running: RunningApp;
   let ledger: Ledger;
@@ -48,7 +48,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.query(LEDGER_SCHEMA);
-    running = await startApp({ imports: ledgerAppModules(db.url, { ...driver.options, claim }, driver.dataSource) }, { adapter });
+    running = await startApp({ imports: ledgerAppModules(db.url, driver.options, driver.dataSource) }, { adapter });
     await db.query(COMMIT_FAULTS);
     ledger = running.app.get(Ledger);
   });
@@ -160,19 +160,16 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       expect(fresh).toHaveLength(1);
       expect(replays).toHaveLength(1);
       expect(replays[0].text).toBe(fresh[0].text);
-      // Claimed first, the duplicate waits on the owner; claimed at commit, it runs alongside and whichever commits first wins.
-      if (claim === 'first') expect(fresh[0]).toBe(answers[0]);
+      // The duplicate waited on the owner.
+      expect(fresh[0]).toBe(answers[0]);
       expect(await entriesLabelled('awaited')).toBe(1);
     });
 
     it('get 409 with Retry-After once the route’s wait runs out', async () => {
       const key = newKey();
-      // Claimed first, the owner holds the key while its handler runs; at commit, only while its COMMIT does.
-      if (claim === 'first') ledger.script.push({ delayMs: 800 });
-      else ledger.script.push({ commitDelayMs: 800 });
+      // The owner holds the key while its handler runs.
+      ledger.script.push({ delayMs: 800 });
       const { answer: owner } = await inHandler(post('/entries/a1/transfers', key, { label: 'slow' }));
-      // At commit, the owner holds the key only from its slow COMMIT on, a moment after its handler began.
-      if (claim !== 'first') await sleep(100);
       const duplicate = await post('/entries/a1/transfers', key, { label: 'slow' });
       expect(duplicate.status).toBe(409);
       expect(duplicate.headers['retry-after']).toBe('1');
@@ -191,14 +188,7 @@ describe.each(adaptersWithDrivers(0).flatMap(([run, adapter, driver]) => CLAIM_M
       const duplicate = await post('/entries', key, { label: 'second-chance' });
       expect(duplicate.status).toBe(201);
       expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
-      const failed = await owner;
-      if (claim === 'first') expect(failed.status).toBe(500);
-      else {
-        // At commit, the duplicate committed before the owner failed: the owner's failure is answered as that replay.
-        expect(failed.status).toBe(201);
-        expect(failed.headers['idempotent-replayed']).toBe('true');
-        expect(failed.text).toBe(duplicate.text);
-      }
+      expect((await owner).status).toBe(500);
       expect(await entriesLabelled('second-chance')).toBe(1);
     });
   });
@@ -493,8 +483,8 @@ describe.each(HTTP_ADAPTERS)('IdempotencyModule configuration (%s)', (adapter) =
   it('works without named prepared statements, as under PgBouncer before 1.21 (preparedStatements: false)', async () => {
     const send = (app: RunningApp, path: string, key: string, label: string) =>
       Promise.resolve(request(app.url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label }));
-    // Claimed first, so that the claim has been prepared on the connection by the time the handler looks.
-    const named = await startApp({ imports: ledgerAppModules(db.url, { claim: 'first' }) }, { adapter });
+    // The claim has been prepared on the connection by the time the handler looks.
+    const named = await startApp({ imports: ledgerAppModules(db.url) }, { adapter });
     const unnamed = await startApp({ imports: ledgerAppModules(db.url, { preparedStatements: false, replayCacheSize: 0 }) }, { adapter });
     try {
       expect((await send(named, '/entries/prepared', 'prepared-named', 'prepared')).body.prepared).toContainEqual(expect.stringMatching(/^idempotency\.try-lock\./));

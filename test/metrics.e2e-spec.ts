@@ -32,7 +32,7 @@ describe.each(HTTP_ADAPTERS)('/metrics under a scripted scenario (%s)', (adapter
     await db.query(LEDGER_SCHEMA);
     running = await startApp({
       // No replay cache: the scenario ages records in the database, behind the cache's back.
-      imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false, replayCacheSize: 0, claim: 'first' }), IdempotencyMetricsModule.forRoot()],
+      imports: [...ledgerAppModules(db.url, { lease: 60_000, reaper: false, replayCacheSize: 0 }), IdempotencyMetricsModule.forRoot()],
       controllers: [MetricsController],
     }, { adapter });
     await db.query(COMMIT_FAULTS);

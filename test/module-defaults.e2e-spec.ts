@@ -49,7 +49,7 @@ describe('IdempotencyModule.forRoot() with tenant alone and IdempotencyOutboxMod
 
   it('run with the defaults: the Idempotency-Key header, a day of retention, the reaper on', () => {
     const { options } = running.app.get(NotesController);
-    expect(options).toMatchObject({ headerName: 'Idempotency-Key', retention: 24 * 60 * 60 * 1000, claim: 'first', dataSource: 'default', reaper: { enabled: true } });
+    expect(options).toMatchObject({ headerName: 'Idempotency-Key', retention: 24 * 60 * 60 * 1000, dataSource: 'default', reaper: { enabled: true } });
   });
 
   it('replay a retry, and write the outbox event once, in the request’s transaction', async () => {

@@ -3,8 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyEvents, type IdempotencyEvent, IdempotencyReaper } from '../src/idempotency/index.js';
 import { OutboxReaping, OutboxRelay, Outbox, OutboxOutsideTransactionError } from '../src/idempotency/outbox/index.js';
 import { createHash } from 'node:crypto';
-import type { ClaimMode } from '../src/idempotency/index.js';
-import { CLAIM_MODES, startApp, type RunningApp } from './support/http-app.js';
+import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
 import { outboxAppModules, RecordingPublisher, UNSTORABLE_EVENTS } from './support/outbox-app.js';
 import type { OutboxMessage } from '../src/idempotency/outbox/index.js';
@@ -25,13 +24,9 @@ function derivedEventId(fields: string[]): string {
 describe('the outbox', () => {
   let db: TestDatabase;
   const apps: RunningApp[] = [];
-  const start = async (publisher: RecordingPublisher | undefined, relay: Record<string, unknown> = {}, notify = true, claim?: ClaimMode) => {
+  const start = async (publisher: RecordingPublisher | undefined, relay: Record<string, unknown> = {}, notify = true) => {
     const running = await startApp({
-      imports: outboxAppModules(
-        db.url,
-        { publisher, notify, relay: { pollIntervalMs: 100, maxAttempts: 3, backoff: { baseMs: 20, maxMs: 100 }, unavailablePauseMs: 50, ...relay } },
-        { claim },
-      ),
+      imports: outboxAppModules(db.url, { publisher, notify, relay: { pollIntervalMs: 100, maxAttempts: 3, backoff: { baseMs: 20, maxMs: 100 }, unavailablePauseMs: 50, ...relay } }),
     });
     apps.push(running);
     return running;
@@ -80,9 +75,9 @@ describe('the outbox', () => {
       expect(events[0].id).not.toBe(events[1].id);
     });
 
-    it.each(CLAIM_MODES)('derives each id from the record’s scope, operation, key and claim time, the phase and the index (claimed %s)', async (claim) => {
-      const app = await start(undefined, {}, true, claim);
-      const key = `derived-${claim}`;
+    it('derives each id from the record’s scope, operation, key and claim time, the phase and the index', async () => {
+      const app = await start(undefined);
+      const key = 'derived';
       const first = await post(app, key, { label: 'd', events: [{ type: 'entry.created' }, { type: 'entry.audited' }] }).expect(201);
       const [record] = await db.query<{ scope: string; operation: string; micros: string }>(
         `SELECT scope, operation, (extract(epoch FROM created_at) * 1000000)::bigint AS micros FROM idempotency_records WHERE key = $1`,

@@ -45,7 +45,6 @@ describe('the pgbench scripts', () => {
     ['bare-pipelined', [bareEvent], [lock, read, readForClaim, record, insertRecord, claim]],
     ['guarded-first', [lock, readForClaim, eventAtCommit, insertRecord], [read, record, claim]],
     ['guarded-first-units', [lock, readForClaim, eventAtCommit, insertRecord], [read, record, claim]],
-    ['at-commit', [eventAtCommit, record], [lock, read, readForClaim, insertRecord, claim]],
     ['claim-first-two-writes', [claim, eventOfRecord], [lock, read, readForClaim, record, insertRecord]],
   ])('%s sends the module statements it stands for, in order, and no others', (name, sent, absent) => {
     const text = script(name);

@@ -59,7 +59,7 @@ describe.each(HTTP_ADAPTERS)('tracing (%s)', (adapter) => {
     await db.query(LEDGER_SCHEMA);
     // No replay cache: a replay claims, and shows a claim span. The server span leaves bodies alone, so it may run around @Idempotent().
     // Claimed first, so that the spans come in the order claim, handler, commit (at commit: handler, claim, commit).
-    running = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, allowInterceptorsAround: [ServerSpan], claim: 'first' }), providers: [{ provide: APP_INTERCEPTOR, useClass: ServerSpan }] }, { adapter });
+    running = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0, reaper: false, allowInterceptorsAround: [ServerSpan] }), providers: [{ provide: APP_INTERCEPTOR, useClass: ServerSpan }] }, { adapter });
     await db.query(COMMIT_FAULTS);
   });
   afterAll(async () => {

@@ -86,11 +86,11 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     }
   });
 
-  describe.each(['first', 'at-commit'])('a handler that writes the response itself, claimed %s', (claim) => {
+  describe('a handler that writes the response itself', () => {
     it.each(['send', 'write', 'stream'])('gets a 500 problem and its writes roll back: %s', async (how) => {
       const label = unique(`raw-${how}`);
       for (let attempt = 0; attempt < 2; attempt++) {
-        const answer = await post(one, `raw/${claim}/${how}`, label, { label, how });
+        const answer = await post(one, `raw/${how}`, label, { label, how });
         expect(answer.status).toBe(500);
         expect(answer.headers['content-type']).toMatch(/^application\/problem\+json/);
         expect(answer.body).toMatchObject({ type: 'urn:nest-idempotency:problem:unstorable-response' });
@@ -106,7 +106,7 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     expect((await post(one, 'accepted', label, { label })).status).toBe(202);
     expect((await post(one, 'accepted', label, { label })).headers['idempotent-replayed']).toBe('true');
     const raw = unique('prototypes-raw');
-    expect((await post(one, 'raw/first/write', raw, { label: raw, how: 'write' })).status).toBe(500);
+    expect((await post(one, 'raw/write', raw, { label: raw, how: 'write' })).status).toBe(500);
     expect([ServerResponse.prototype, OutgoingMessage.prototype].map(ownWrites)).toEqual(nodeWrites);
   });
 
@@ -294,27 +294,11 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
     });
   });
 
-  describe('claimed at commit (opt-in)', () => {
-    it('answers a duplicate whose NOWAIT lock fails on the winner’s row 503 with Retry-After, and its retry replays the winner', async () => {
-      const label = unique('nowait');
-      await db.query(`INSERT INTO user_rows (label) VALUES ($1)`, [label]);
-      // The winner's claim is in flight (claimed first) while the duplicate, claimed at commit, fails on its lock.
-      const winner = post(one, 'nowait/first', label, { label, holdMs: 400 });
-      await sleep(150);
-      const loser = await post(one, 'nowait/at-commit', label, { label, holdMs: 400 });
-      expect(loser.status).toBe(503);
-      expect(loser.headers['retry-after']).toBe('1');
-      expect(loser.headers['idempotent-replayed']).toBeUndefined();
-      const won = await winner;
-      expect(won.status).toBe(201);
-      const retry = await post(one, 'nowait/at-commit', label, { label, holdMs: 400 });
-      expect([retry.status, retry.headers['idempotent-replayed'], retry.text]).toEqual([201, 'true', won.text]);
-    });
-
-    it('answers every duplicate with the winner’s status, whatever status its own run set', async () => {
+  describe('a duplicate, and a failure at COMMIT', () => {
+    it('answers every duplicate with the winner’s status, whatever status a run would set', async () => {
       const label = unique('status');
-      const answers = await Promise.all(Array.from({ length: 6 }, () => post(one, 'status-at-commit', label, { label })));
-      const replay = await post(two, 'status-at-commit', label, { label });
+      const answers = await Promise.all(Array.from({ length: 6 }, () => post(one, 'status-per-run', label, { label })));
+      const replay = await post(two, 'status-per-run', label, { label });
       expect([...answers, replay].map((answer) => `${answer.status} ${answer.text}`)).toEqual(Array(7).fill(`${replay.status} ${replay.text}`));
     });
 

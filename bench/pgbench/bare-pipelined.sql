@@ -1,5 +1,5 @@
--- The bare transaction with BEGIN sent with the order, as the module opens a transaction claimed at commit:
--- three round trips. Against at-commit.sql, the cost of the record's statement alone.
+-- The bare transaction with BEGIN sent with the order: three round trips. Against bare.sql, what BEGIN sent
+-- on its own costs.
 -- Variables the runner passes with -D (see bench/README.md): tenant, sku, scope, operation, fingerprint,
 -- retention_ms, wait, response_status, response_headers, response_body, event_type, payload, event_headers,
 -- event_index, source_key_hash, notify (the phase, empty, is a literal: pgbench takes no empty -D). Every transaction uses a fresh key.

@@ -1,6 +1,7 @@
--- claim: 'first' (the default): BEGIN, the key's advisory lock and a read of its record in one write; the order
--- and its outbox event (its id derived from the key and the transaction's now()); the completed record with
--- COMMIT in one write. Four round trips, three statements more than bare.sql.
+-- A first execution as the module sends it with unitSavepoints: false (guarded-first-units.sql has the savepoints):
+-- BEGIN, the key's advisory lock and a read of its record in one write; the order and its outbox event (its id
+-- derived from the key and the transaction's now()); the completed record with COMMIT in one write. Four round
+-- trips, three statements more than bare.sql.
 -- Variables the runner passes with -D (see bench/README.md): tenant, sku, scope, operation, fingerprint,
 -- retention_ms, wait, response_status, response_headers, response_body, event_type, payload, event_headers,
 -- event_index, source_key_hash, notify (the phase, empty, is a literal: pgbench takes no empty -D). Every transaction uses a fresh key.

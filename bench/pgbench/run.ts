@@ -1,6 +1,6 @@
 /**
- * `npm run bench:pgbench`: the statements of each claim mode, and of the bare
- * business transaction, run by pgbench on a scratch database with the
+ * `npm run bench:pgbench`: the statements the module sends for a first
+ * execution, and those of the bare business transaction, run by pgbench on a scratch database with the
  * package's and the demo's tables, in alternating windows. It measures what
  * PostgreSQL alone allows each design, with no app in front. See
  * bench/README.md.
@@ -17,7 +17,7 @@ import { type QueryMode, runWindow, type WindowResult } from './pgbench-window.j
 import { PGBENCH_VARIABLES } from './pgbench-variables.js';
 
 /** The scripts, bare first: every other one is compared with it window by window. */
-const SCRIPTS = ['bare', 'bare-pipelined', 'guarded-first', 'guarded-first-units', 'at-commit', 'claim-first-two-writes'];
+const SCRIPTS = ['bare', 'bare-pipelined', 'guarded-first', 'guarded-first-units', 'claim-first-two-writes'];
 const MODES: readonly QueryMode[] = ['prepared', 'extended'];
 /** The scripts sit beside the sources; the build leaves them there. */
 const SCRIPT_FOLDER = fileURLToPath(new URL('../../../bench/pgbench/', import.meta.url));

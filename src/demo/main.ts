@@ -1,7 +1,6 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { ClaimMode } from '../idempotency/index.js';
 import { AppModule } from './app.module.js';
 import { checkoutTempDir, startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 import { configureHttp, createHttpAdapter, type HttpAdapterName } from './http/http-setup.js';
@@ -12,15 +11,6 @@ import { startFakePaymentProvider, type FakePaymentProvider } from './payment-pr
 const logger = new Logger('Demo');
 const env = process.env;
 const optionalNumber = (name: string) => (env[name] ? Number(env[name]) : undefined);
-const CLAIM_MODES: readonly ClaimMode[] = ['first', 'at-commit'];
-
-/** IDEMPOTENCY_CLAIM, checked: a typo must not silently run the default mode. */
-function claimFromEnv(): ClaimMode | undefined {
-  const claim = env.IDEMPOTENCY_CLAIM;
-  if (!claim) return undefined;
-  if (!CLAIM_MODES.includes(claim as ClaimMode)) throw new Error(`IDEMPOTENCY_CLAIM must be one of ${CLAIM_MODES.join(', ')}; got ${claim}`);
-  return claim as ClaimMode;
-}
 
 /**
  * Serves the demo on PORT (default 3000; 0 picks a free one), against DATABASE_URL or, without
@@ -59,7 +49,6 @@ async function bootstrap(): Promise<void> {
       idempotency: {
         lease: optionalNumber('IDEMPOTENCY_LEASE_MS'),
         maxBodyBytes: optionalNumber('IDEMPOTENCY_MAX_BODY_BYTES'),
-        claim: claimFromEnv(),
         // Behind a pooler that loses named statements the module finds out by itself; this only saves it the look.
         preparedStatements: env.IDEMPOTENCY_PREPARED_STATEMENTS === undefined ? undefined : env.IDEMPOTENCY_PREPARED_STATEMENTS !== 'false',
         reaper: reaperInterval === 0 ? false : { intervalMs: reaperInterval },

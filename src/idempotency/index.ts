@@ -12,7 +12,6 @@ export { IdempotencyModule } from './module/idempotency.module.js';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './module/idempotency.module-definition.js';
 export { InjectIdempotencyOptions } from './options/idempotency.tokens.js';
 export type {
-  ClaimMode,
   EncryptionOptions,
   IdempotentMessageOptions,
   IdempotencyModuleOptions,

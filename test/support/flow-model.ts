@@ -1,7 +1,6 @@
 import { HttpException } from '@nestjs/common';
 import fc from 'fast-check';
 import request from 'supertest';
-import type { ClaimMode } from '../../src/idempotency/index.js';
 import type { Ledger } from './ledger-app.js';
 import type { TestDatabase } from './test-database.js';
 
@@ -22,13 +21,12 @@ export interface FlowModel {
   entries: Map<string, Entry>;
   /**
    * Handler calls the contract requires so far: fresh outcomes and failed
-   * attempts. Claimed first, exactly the calls made; claimed at commit,
-   * concurrent duplicates run the handler too, their writes rolled back.
+   * attempts, exactly the calls made.
    */
   executions: number;
 }
-/** The app and its claim mode, plus a namespace for keys and labels so runs sharing it never meet. */
-export interface FlowReal { url: string; ledger: Ledger; db: TestDatabase; ns: string; claim: ClaimMode }
+/** The app, plus a namespace for keys and labels so runs sharing it never meet. */
+export interface FlowReal { url: string; ledger: Ledger; db: TestDatabase; ns: string }
 type Scripted = 'none' | 'error' | 'throttled' | 'declined';
 type Cmd = fc.AsyncCommand<FlowModel, FlowReal>;
 
@@ -142,16 +140,10 @@ class ConcurrentCommand implements Cmd {
       if (entry) return all.forEach((res, i) => expectAgainst(res, entry, bodies[i]));
       const fresh = all.flatMap((res, i) => (res.status === 201 && res.headers['idempotent-replayed'] === undefined ? [i] : []));
       const failed = all.filter((res) => res.status === 500);
-      if (r.claim === 'first') {
-        // Exactly one owner runs; a failed owner frees the key for one waiting duplicate.
-        expect(failed.length).toBe(this.ownerFails ? 1 : 0);
-        expect(fresh.length).toBeLessThanOrEqual(1);
-        if (!this.ownerFails) expect(fresh.length).toBe(1);
-      } else {
-        // All run; the first to commit wins. The failing one answers its failure, or the winner's replay if it committed first.
-        expect(failed.length).toBeLessThanOrEqual(this.ownerFails ? 1 : 0);
-        expect(fresh.length).toBe(1);
-      }
+      // Exactly one owner runs; a failed owner frees the key for one waiting duplicate.
+      expect(failed.length).toBe(this.ownerFails ? 1 : 0);
+      expect(fresh.length).toBeLessThanOrEqual(1);
+      if (!this.ownerFails) expect(fresh.length).toBe(1);
       m.executions += failed.length + fresh.length;
       if (fresh.length) record(m, { ...this.a, body: bodies[fresh[0]] }, all[fresh[0]]);
       const recorded = m.entries.get(slot(this.a.tenant, this.a.key));

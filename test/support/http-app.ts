@@ -1,13 +1,9 @@
 import type { INestApplication, LoggerService, ModuleMetadata } from '@nestjs/common';
 import { Test, type TestingModuleBuilder } from '@nestjs/testing';
-import type { ClaimMode } from '../../src/idempotency/index.js';
 import { configureHttp, createHttpAdapter, type HttpAdapterName } from '../../src/demo/http/http-setup.js';
 
 /** The HTTP adapters every e2e suite runs on. */
 export const HTTP_ADAPTERS: readonly HttpAdapterName[] = ['express', 'fastify'];
-
-/** The claim modes the contract suites run in turn. */
-export const CLAIM_MODES = ['first', 'at-commit'] as const satisfies readonly ClaimMode[];
 
 /** A Nest app listening on a loopback port, so that concurrent requests are real connections. */
 export interface RunningApp {

@@ -143,15 +143,9 @@ class UserCodeController {
   }
 
   /** Writes a row, then writes the answer itself: the row must roll back and no 2xx leave. */
-  @Post('raw/first/:how')
+  @Post('raw/:how')
   @Idempotent()
-  rawFirst(@Body() body: Labelled & { how: string }, @Res({ passthrough: true }) res: AnyResponse) {
-    return this.writeRaw(body, res);
-  }
-
-  @Post('raw/at-commit/:how')
-  @Idempotent({ claim: 'at-commit' })
-  rawAtCommit(@Body() body: Labelled & { how: string }, @Res({ passthrough: true }) res: AnyResponse) {
+  writesItself(@Body() body: Labelled & { how: string }, @Res({ passthrough: true }) res: AnyResponse) {
     return this.writeRaw(body, res);
   }
 
@@ -321,32 +315,10 @@ class UserCodeController {
     return { label: body.label };
   }
 
-  /**
-   * One operation on two routes: claimed first here, at commit on the next.
-   * Each takes a row lock with NOWAIT, then holds it.
-   */
-  @Post('nowait/first')
-  @Idempotent({ operation: 'nowait', claim: 'first', wait: 5000 })
-  nowaitFirst(@Body() body: Labelled) {
-    return this.lockNowait(body);
-  }
-
-  @Post('nowait/at-commit')
-  @Idempotent({ operation: 'nowait', claim: 'at-commit', wait: 5000 })
-  nowaitAtCommit(@Body() body: Labelled) {
-    return this.lockNowait(body);
-  }
-
-  private async lockNowait(body: Labelled) {
-    await this.rows.query(`SELECT id FROM user_rows WHERE label = $1 FOR UPDATE NOWAIT`, [body.label]);
-    await sleep(body.holdMs ?? 0);
-    return { label: body.label };
-  }
-
-  /** Claimed at commit: each execution answers a status of its own, as a handler may. */
-  @Post('status-at-commit')
-  @Idempotent({ claim: 'at-commit', wait: 5000 })
-  async statusAtCommit(@Body() body: Labelled, @Res({ passthrough: true }) res: AnyResponse) {
+  /** Each execution answers a status of its own, as a handler may. */
+  @Post('status-per-run')
+  @Idempotent({ wait: 5000 })
+  async statusPerRun(@Body() body: Labelled, @Res({ passthrough: true }) res: AnyResponse) {
     const execution = (providerCalls.get(body.label) ?? 0) + 1;
     providerCalls.set(body.label, execution);
     res.status(200 + execution);
@@ -354,9 +326,9 @@ class UserCodeController {
     return { label: body.label };
   }
 
-  /** Claimed at commit: a row whose deferred trigger fails at COMMIT with SQLSTATE 22012. */
+  /** A row whose deferred trigger fails at COMMIT with SQLSTATE 22012. */
   @Post('divide-at-commit')
-  @Idempotent({ claim: 'at-commit' })
+  @Idempotent()
   async divideAtCommit(@Body() body: Labelled) {
     await this.rows.insert({ label: body.label });
     return { label: body.label };

@@ -64,41 +64,6 @@ describe('driving the claim on the pg client (contract with pg and TypeORM)', ()
     await driver.rollback();
   });
 
-  it('holds BEGIN back in the corked socket until the next statement on the connection, and sends both in one write', async () => {
-    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
-    const writes = countWrites(client);
-    await driver.open('READ COMMITTED', []);
-    expect(writes.count).toBe(0);
-    // PostgreSQL refuses a SAVEPOINT outside a transaction block: it ran inside the held-back BEGIN's.
-    await runner.query('SAVEPOINT probe');
-    expect(writes.count).toBe(1);
-    await driver.rollback();
-  });
-
-  it('sends a held-back BEGIN on the next turn of the event loop when no statement follows', async () => {
-    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
-    const writes = countWrites(client);
-    await driver.open('READ COMMITTED', []);
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(writes.count).toBe(1);
-    await driver.rollback();
-  });
-
-  it('throws a held-back BEGIN’s failure from commit, sends no COMMIT, and leaves the connection idle', async () => {
-    // An aborted transaction left open makes BEGIN (and everything after it) fail with 25P02.
-    await client.query('BEGIN');
-    await client.query('SELECT 1/0').catch(() => undefined);
-    const driver = new PgClientDriver(runner, client, { preparedStatements: true });
-    await driver.open('READ COMMITTED', []);
-    const sent: string[] = [];
-    const query = client.query.bind(client);
-    client.query = ((statement: Parameters<PgClient['query']>[0]) => (sent.push(typeof statement === 'string' ? statement : statement.text), query(statement))) as PgClient['query'];
-    await expect(driver.commit({ name: 'idempotency.contract-last', text: 'SELECT 1', values: [] })).rejects.toMatchObject({ code: '25P02' });
-    expect(sent).toEqual(['ROLLBACK']);
-    client.query = query;
-    expect((await client.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
-  });
-
   it('prepares a statement given in pg’s object form `{ name, text, values }` once per connection', async () => {
     const statement = { name: 'idempotency.contract-probe', text: 'SELECT $1::int AS n', values: [7] };
     expect((await client.query(statement)).rows).toEqual([{ n: 7 }]);

@@ -4,7 +4,7 @@ import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.
 import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, forgetPrepared, isNamedStatementLost } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
-import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+import { settleInTurn, type StatementResult, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 import { type RunnerState, runnerState } from '../transactions/typeorm-internals.js';
 
 /** BEGIN at each level, spelt once. */
@@ -51,22 +51,16 @@ export interface PgClientDriverOptions {
  * The claim's transaction driven on the QueryRunner's own pg client, so that
  * the module's statements skip the ORM's query path and are prepared once
  * per connection. On a connection with node-postgres pipelining
- * (`extra: { pipeline: true }`), BEGIN goes out with the claim (claimed
- * first) or with the handler's first write (claimed at commit), and the
- * outcome with COMMIT. Claimed at commit, a first execution with two
- * business writes takes three round trips, one fewer than the bare business
- * transaction. Without pipelining the same calls simply run one after
- * another.
+ * (`extra: { pipeline: true }`), BEGIN goes out with the claim, and the
+ * outcome with COMMIT: a first execution takes as many round trips as the
+ * bare business transaction. Without pipelining the same calls simply run
+ * one after another.
  *
  * TypeORM's transaction flags are set by hand, since TypeORM never sees the
  * BEGIN: business writes through `runner.manager` then join this
  * transaction instead of starting one.
  */
 export class PgClientDriver implements TransactionDriver {
-  /** The answers of what `open()` sent, checked at commit. */
-  private opening?: Promise<Array<PromiseSettledResult<StatementResult<unknown>>>>;
-  /** Sends what `open()` held back in the corked socket; set while it is held. */
-  private uncorkOpening?: () => void;
   /** The client's connection tells a session the server ended for idling (see idle-session-timeout.ts). */
   private readonly watched: boolean;
 
@@ -134,50 +128,12 @@ export class PgClientDriver implements TransactionDriver {
   /** The module's statements run as the connection's own role, the app's code having left another on it. */
   private asConnectionRole = false;
 
-  /**
-   * On a pipelined connection, BEGIN (and `statements`) wait in the corked
-   * socket for the handler's first statement, and leave in one write with
-   * it: the business transaction takes one round trip fewer than it would
-   * on its own. The socket is uncorked once the handler has had the chance
-   * to queue its statement (the next turn of the event loop, when its code
-   * up to that statement ran without I/O), or as soon as this driver sends
-   * anything itself. PostgreSQL runs them in order, so the handler's
-   * statements run inside the transaction; their answers are checked at
-   * commit. Without pipelining, the answers are awaited here.
-   */
-  async open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void> {
-    if (!this.client.pipeline) return throwFirstFailure(await this.begin(isolation, statements));
-    this.setTypeOrmState(true);
-    const stream = this.client.connection!.stream!;
-    stream.cork!();
-    this.opening = Promise.allSettled([BEGIN[isolation], ...statements].map((statement) => this.send<unknown>(statement)));
-    this.uncorkOpening = () => {
-      this.uncorkOpening = undefined;
-      stream.uncork!();
-    };
-    setImmediate(() => this.uncorkOpening?.());
-  }
-
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
     if (this.asConnectionRole) return this.sendTogether<Row>([AS_CONNECTION_ROLE, statement, AS_APP_ROLE]).then(([, sent]) => (sent.status === 'fulfilled' ? sent.value : Promise.reject(sent.reason)));
-    return this.sendNow<Row>(statement);
-  }
-
-  /** Sends a statement, and what `open()` held back with it. */
-  private sendNow<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
-    const sent = this.send<Row>(statement);
-    this.uncorkOpening?.();
-    return sent;
+    return this.send<Row>(statement);
   }
 
   async commit<Row>(last: PreparedStatement): Promise<StatementResult<Row>> {
-    // BEGIN failed: the handler's statements may have run outside any transaction, and nothing may commit as if they had not.
-    if (this.opening) {
-      await this.opening.then(throwFirstFailure).catch(async (error: unknown) => {
-        await this.rollback();
-        throw error;
-      });
-    }
     // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setTypeOrmState(false);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
@@ -192,7 +148,7 @@ export class PgClientDriver implements TransactionDriver {
 
   async rollback(): Promise<void> {
     this.setTypeOrmState(false);
-    await this.sendNow('ROLLBACK').catch(() => undefined);
+    await this.send('ROLLBACK').catch(() => undefined);
     await this.afterLoss();
   }
 
@@ -234,19 +190,18 @@ export class PgClientDriver implements TransactionDriver {
    * client). Every statement runs either way, as PostgreSQL runs a pipeline.
    */
   queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    this.uncorkOpening?.();
     return this.sendTogether(statements);
   }
 
   private async sendTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     if (!this.client.pipeline) {
-      return settleInTurn(statements, (statement) => this.sendNow<Row>(statement));
+      return settleInTurn(statements, (statement) => this.send<Row>(statement));
     }
     const stream = this.client.connection!.stream!;
     let sent: Array<Promise<StatementResult<Row>>>;
     stream.cork!();
     try {
-      sent = statements.map((statement) => this.sendNow<Row>(statement));
+      sent = statements.map((statement) => this.send<Row>(statement));
     } finally {
       stream.uncork!(); // before awaiting: uncorking is what sends them
     }

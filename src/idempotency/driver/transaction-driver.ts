@@ -27,13 +27,6 @@ export interface TransactionDriver {
    * as PostgreSQL runs a pipeline: after a failure, the rest fail too.
    */
   begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>>;
-  /**
-   * Opens the transaction with `statements` whose answers nobody reads. A
-   * driver may hold them back to go out with the caller's next statement,
-   * and then throws their failure from `commit()`; otherwise it throws it
-   * here.
-   */
-  open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void>;
   /** Runs one statement in the open transaction. */
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>>;
   /** Runs statements in the open transaction, sent together where the connection allows; each settles, as in `begin`. */

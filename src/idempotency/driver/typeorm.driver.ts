@@ -2,7 +2,7 @@ import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement } from '../records/record.statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
-import { settleInTurn, type StatementResult, throwFirstFailure, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
+import { settleInTurn, type StatementResult, type TransactionDriver, type TransactionStatement } from './transaction-driver.js';
 
 /**
  * The claim's transaction through TypeORM's public QueryRunner API only:
@@ -23,10 +23,6 @@ export class TypeOrmDriver implements TransactionDriver {
   async begin<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     await this.own(() => this.runner.startTransaction(isolation));
     return settleInTurn(statements, (statement) => this.query<Row>(statement));
-  }
-
-  async open(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<void> {
-    throwFirstFailure(await this.begin(isolation, statements));
   }
 
   async query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {

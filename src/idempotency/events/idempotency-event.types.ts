@@ -30,8 +30,6 @@ export interface AttemptEvent {
   tookOver?: 'expired' | 'lease';
   /** Time spent claiming, waits on a concurrent owner included. */
   claimMs?: number;
-  /** When a one-transaction flow claimed the key: before its handler, or with its outcome right before COMMIT. */
-  claimed?: 'first' | 'at-commit';
   handlerMs?: number;
   /** The HTTP status answered. */
   status?: number;

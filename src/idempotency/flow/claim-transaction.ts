@@ -44,16 +44,6 @@ export class ClaimTransaction {
     return ClaimTransaction.start(runner, options, async (driver) => valuesOf(await driver.begin<unknown>(isolation, statements))).then(([transaction, results]) => ({ transaction, results }));
   }
 
-  /**
-   * Begins a transaction at `isolation` with `statements` whose answers
-   * nobody reads: on a pipelined connection they go out with the caller's
-   * next statement, and a failure among them throws from `commitWith()`.
-   */
-  static async open(runner: QueryRunner, options: ClaimTransactionOptions, isolation: IsolationLevel, ...statements: TransactionStatement[]): Promise<ClaimTransaction> {
-    const [transaction] = await ClaimTransaction.start(runner, options, (driver) => driver.open(isolation, statements));
-    return transaction;
-  }
-
   /** A transaction on the runner's connection, opened by `opening`; rolled back when that throws. */
   private static async start<T>(runner: QueryRunner, options: ClaimTransactionOptions, opening: (driver: TransactionDriver) => Promise<T>): Promise<[ClaimTransaction, T]> {
     const transaction = new ClaimTransaction(await driverFor(runner, options));

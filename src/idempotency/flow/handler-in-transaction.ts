@@ -39,11 +39,11 @@ export class HandlerInTransaction {
    * returns once its own work has settled (see `HandlerRun`), bounded by
    * `settleTimeout`; from then on its writes are refused. A failure the
    * terms store undoes the handler's writes only (back to the savepoint) and
-   * becomes the recorded outcome. With `answersEarly` (the key is claimed),
-   * a failure that is not stored returns at once, with the handler still
-   * `running`: the caller ends the transaction once it settles.
+   * becomes the recorded outcome. A failure that is not stored returns at
+   * once, with the handler still `running`: the key stays claimed, and the
+   * caller ends the transaction once the handler settles.
    */
-  async run(transaction: ClaimTransaction, call: HandlerCall, answersEarly: boolean): Promise<Handled | HandlerFailed> {
+  async run(transaction: ClaimTransaction, call: HandlerCall): Promise<Handled | HandlerFailed> {
     const { runner, id, terms, next, steps, isolation } = call;
     // The caller gave up while the key was claimed: the handler must not start for nobody.
     if (terms.abandonment?.isAbandoned) return { error: new HandlerAbandonedError() };
@@ -72,7 +72,7 @@ export class HandlerInTransaction {
       steps.timeline.handler = { start: started, end: performance.now() };
     }
     const running = { run, joined };
-    if (failure && answersEarly && run.isRunning && !terms.storesError?.(failure.error)) return { error: failure.error, running };
+    if (failure && run.isRunning && !terms.storesError?.(failure.error)) return { error: failure.error, running };
     if ((await this.settled(running)) === 'still-running') failure ??= { error: new HandlerStillRunningError(this.options.settleTimeout) };
     // Caught or not, a conflict PostgreSQL resolved against this transaction is answered as such, and nothing is recorded.
     if (joined.conflict !== undefined) return { error: joined.conflict };

@@ -29,13 +29,12 @@ const SAVEPOINT = `SAVEPOINT ${HANDLER_SAVEPOINT}`;
  * the outcome commit together, before a byte is sent. It returns what it
  * settled on, or the error to answer, with its steps.
  *
- * The completed record is inserted by one statement sent with COMMIT, in
- * either mode. Claimed first (`guard`), BEGIN goes out with the key's
- * advisory lock and a read of its record: a live record replays (or answers
- * 422) and the handler never runs; a duplicate whose owner is in flight
- * waits on the lock, then reads what it committed. Claimed at commit,
- * nothing comes before the handler: a duplicate that ran meanwhile finds the
- * key held at its insert, rolls everything back, and replays.
+ * The key is claimed before the handler runs. At READ COMMITTED (`claimByLock`),
+ * BEGIN goes out with the key's advisory lock and a read of its record; above
+ * it (`claimByRecord`), with an insert of its in-progress record. A live
+ * record replays (or answers 422) and the handler never runs; a duplicate
+ * whose owner is in flight waits for it, then replays what it committed.
+ * The completed record goes out with COMMIT, in one statement.
  */
 @Injectable()
 export class OneTransactionFlow {
@@ -51,7 +50,6 @@ export class OneTransactionFlow {
   ) {}
 
   async execute(id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
-    const first = this.claimsFirst(terms);
     const call: FlowCall = {
       id,
       fingerprint,
@@ -59,23 +57,17 @@ export class OneTransactionFlow {
       next,
       runner: ownQueryRunner(this.served.dataSource),
       isolation: terms.isolation ?? this.served.isolation,
-      steps: { collided: false, claimed: first ? 'first' : 'at-commit', timeline: {} },
+      steps: { collided: false, timeline: {} },
       handedOver: false,
     };
     const { steps } = call;
     let transaction: ClaimTransaction | undefined;
     try {
-      let ending: FlowEnding<OneTransactionSettled>;
-      if (first) {
-        // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
-        const guarded = call.isolation === 'READ COMMITTED' ? await this.guard(call) : await this.guardByRecord(call);
-        if ('settled' in guarded) return { steps, settled: guarded.settled };
-        transaction = guarded.transaction;
-        ending = await this.runAndRecord(call, transaction, guarded);
-      } else {
-        transaction = await ClaimTransaction.open(call.runner, this.options, call.isolation, ...this.savepoint(terms));
-        ending = await this.runAndRecord(call, transaction, undefined);
-      }
+      // A snapshot that predates the key's lock would miss what its holder committed: above READ COMMITTED, the record is the claim.
+      const claimed = call.isolation === 'READ COMMITTED' ? await this.claimByLock(call) : await this.claimByRecord(call);
+      if ('settled' in claimed) return { steps, settled: claimed.settled };
+      transaction = claimed.transaction;
+      const ending = await this.runAndRecord(call, claimed);
       return ending.settled ? ending : { steps, error: this.idle.explained(ending.error, transaction, steps.timeline.handler?.start) };
     } catch (error) {
       await transaction?.rollback(error);
@@ -86,12 +78,8 @@ export class OneTransactionFlow {
     }
   }
 
-  private claimsFirst(terms: OneTransactionTerms): boolean {
-    return (terms.claim ?? this.options.claim) === 'first';
-  }
-
   /**
-   * Claims the key first: BEGIN with its advisory lock, then a read of its
+   * Claims the key: BEGIN with its advisory lock, then a read of its
    * record in a statement of its own (a snapshot taken once the lock is
    * held), in one write where the connection is pipelined. The lock held and
    * no live record: the key is this request's, with the transaction open and
@@ -100,7 +88,7 @@ export class OneTransactionFlow {
    * `wait` (409 after), then read again: its outcome, or the key, if it
    * rolled back.
    */
-  private async guard(call: FlowCall): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: false; expired: boolean } | { settled: Settled }> {
+  private async claimByLock(call: FlowCall): Promise<Claimed | { settled: Settled }> {
     const { runner, steps, id, terms } = call;
     const started = performance.now();
     const lock = this.tables.of(IdempotencyStatements).tryLock(id);
@@ -128,7 +116,7 @@ export class OneTransactionFlow {
   }
 
   /**
-   * Claims the key first at REPEATABLE READ or SERIALIZABLE. There the
+   * Claims the key at REPEATABLE READ or SERIALIZABLE. There the
    * transaction's snapshot is taken by its first statement, before the
    * key's advisory lock is held, and would not see what a holder committed
    * meanwhile. So the claim inserts the key's in-progress record instead:
@@ -136,7 +124,7 @@ export class OneTransactionFlow {
    * when the key's record was committed after the snapshot; then a fresh
    * transaction claims again and sees it. The record is completed with COMMIT.
    */
-  private async guardByRecord(call: FlowCall): Promise<{ transaction: ClaimTransaction; expiresAt: Date; byRecord: true } | { settled: Settled }> {
+  private async claimByRecord(call: FlowCall): Promise<Claimed | { settled: Settled }> {
     const { runner, steps, id, fingerprint, terms, isolation } = call;
     const started = performance.now();
     const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
@@ -164,16 +152,13 @@ export class OneTransactionFlow {
   }
 
   /**
-   * Runs the handler on the open transaction, then records its outcome with
-   * COMMIT. Claimed first (`expiresAt` known), a failure is the handler's
-   * own: nobody else ran. Claimed at commit, it may have lost to a duplicate
-   * (`afterFailure`), and the record's insert may find the key held: then
-   * everything rolled back, and it replays the winner.
+   * Runs the handler on the claim's transaction, then records its outcome
+   * with COMMIT. A failure is the handler's own: nobody else ran.
    */
-  private async runAndRecord(call: FlowCall, transaction: ClaimTransaction, claimed: Claimed | undefined): Promise<FlowEnding<OneTransactionSettled>> {
+  private async runAndRecord(call: FlowCall, claimed: Claimed): Promise<FlowEnding<OneTransactionSettled>> {
     const { runner, steps, id, fingerprint, terms } = call;
-    const expiresAt = claimed?.expiresAt;
-    const handled = await this.handler.run(transaction, call, expiresAt !== undefined);
+    const { transaction, expiresAt } = claimed;
+    const handled = await this.handler.run(transaction, call);
     if ('error' in handled) {
       const { error, running } = handled;
       if (running) {
@@ -183,31 +168,17 @@ export class OneTransactionFlow {
         return { steps, error };
       }
       await transaction.rollback(error);
-      if (expiresAt) return { steps, error };
-      const ending = await this.afterFailure(call, error);
-      if ('settled' in ending) terms.restoreResponse?.();
-      return { steps, ...ending };
+      return { steps, error };
     }
     if (terms.abandonment?.isAbandoned) {
       const error = new HandlerAbandonedError();
       await transaction.rollback(error);
       return { steps, error };
     }
-    // The expiry is bound into a sealed outcome where it is known before the insert (see OutcomeCodec).
+    // The expiry is bound into a sealed outcome (see OutcomeCodec) where the record stores it exactly.
     const written = { id, fingerprint: fingerprint.value };
-    const outcome = this.outcomes.encode(expiresAt && Number.isInteger(terms.retention) ? { ...written, expiresAt } : written, handled.outcome);
-    const record = this.recordOf(call, claimed, outcome);
-    let committed: { rows: RecordedAtCommitRow[] } | undefined;
-    try {
-      committed = await this.commitRecord(call, transaction, record);
-    } catch (error) {
-      // Claimed at commit above READ COMMITTED, a holder committed after this transaction's snapshot fails the insert so.
-      if (claimed || transactionConflictOf(error) !== 'serialization') throw error;
-      terms.restoreResponse?.();
-      const replay = await this.replayCommitted(call).catch(() => undefined);
-      if (!replay) throw error; // no holder: a conflict over the business rows
-      return { steps, settled: replay };
-    }
+    const outcome = this.outcomes.encode(Number.isInteger(terms.retention) ? { ...written, expiresAt } : written, handled.outcome);
+    const committed = await this.commitRecord(call, transaction, this.recordOf(call, claimed, outcome));
     if (!committed) {
       terms.restoreResponse?.();
       return { steps, settled: await this.replayCommitted(call) };
@@ -219,23 +190,22 @@ export class OneTransactionFlow {
 
   /**
    * The statement that records the outcome. Claimed by its in-progress
-   * record, it completes it. Claimed first under the key's lock, with no
-   * record found, a plain insert; with an expired one, and claimed at
-   * commit, the insert that takes an expired record over and fails when the
-   * key is held.
+   * record, it completes it. Claimed under the key's lock, with no record
+   * found, a plain insert; with an expired one, the insert that takes an
+   * expired record over and fails when the key is held.
    */
-  private recordOf({ id, fingerprint, terms }: FlowCall, claimed: Claimed | undefined, outcome: EncodedOutcome): PreparedStatement {
+  private recordOf({ id, fingerprint, terms }: FlowCall, claimed: Claimed, outcome: EncodedOutcome): PreparedStatement {
     const statements = this.tables.of(IdempotencyStatements);
-    if (claimed?.byRecord) return statements.completeClaim(id, outcome);
-    if (claimed && !claimed.expired) return statements.insertRecord(id, fingerprint.value, terms.retention, outcome);
+    if (claimed.byRecord) return statements.completeClaim(id, outcome);
+    if (!claimed.expired) return statements.insertRecord(id, fingerprint.value, terms.retention, outcome);
     return statements.recordAtCommit(id, fingerprint.value, terms.retention, terms.wait, outcome);
   }
 
   /**
    * Sends the record with COMMIT, in one write where the connection is
-   * pipelined; claimed at commit, it is the claim too, and timed as both.
-   * Undefined when the key was held, and so nothing committed; 409 when its
-   * owner outlasted `wait`.
+   * pipelined. Undefined when the key was held, and so nothing committed: a
+   * claim that took no lock reached it first (another route of the
+   * operation claiming by record); 409 when its owner outlasted `wait`.
    */
   private async commitRecord({ id, terms, steps }: FlowCall, transaction: ClaimTransaction, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();
@@ -255,13 +225,7 @@ export class OneTransactionFlow {
       this.commitFailed(id, error);
       throw error;
     } finally {
-      const ended = performance.now();
-      steps.timeline.commit = { start: started, end: ended };
-      // Claimed at commit, this statement is the claim too.
-      if (steps.claimed === 'at-commit') {
-        steps.claimMs = ended - started;
-        steps.timeline.claim = steps.timeline.commit;
-      }
+      steps.timeline.commit = { start: started, end: performance.now() };
     }
   }
 
@@ -271,37 +235,6 @@ export class OneTransactionFlow {
     const { text, values } = this.tables.of(IdempotencyStatements).readRecord(call.id);
     const [holder]: LiveRecordRow[] = await RequestTransaction.ownStatements(runner, () => runner.query(text, values));
     return this.replayOf(call, holder);
-  }
-
-  /**
-   * A handler that failed with no claim in front of it may have lost to a
-   * duplicate: on the winner's rows (a unique violation, a deadlock) or just
-   * alongside it. The claim, in a transaction of its own and rolled back,
-   * waits for an owner in flight like a claim first would: a key held by a
-   * live record replays it, whatever this request's own failure was; a free
-   * key, or a claim that cannot run (the connection lost), answers that
-   * failure; an owner still in flight, 409. A handler that would not wait on
-   * a lock (`NOWAIT`, its own `lock_timeout`) gets its own failure, answered
-   * 503 with Retry-After, without the claim: it would wait on the winner for
-   * what the handler would not.
-   */
-  private async afterFailure(call: FlowCall, failure: unknown): Promise<{ settled: Settled } | { error: unknown }> {
-    const { runner, steps, id, fingerprint, terms } = call;
-    if (isLockTimeout(failure)) return { error: failure };
-    const claim = this.tables.of(IdempotencyStatements).claim(id, fingerprint.value, terms.retention, terms.wait);
-    let probe: Awaited<ReturnType<typeof ClaimTransaction.begin>>;
-    try {
-      probe = await this.inProgressOnLockTimeout(steps, terms, ClaimTransaction.begin(runner, this.options, 'READ COMMITTED', claim));
-    } catch (error) {
-      if (steps.collided) throw error; // the owner is still in flight: 409
-      return { error: failure };
-    }
-    try {
-      const held = await this.replayIfHeld(call, probe.transaction, probe.results[0].rows[0] as ClaimRow);
-      return held ? { settled: held } : { error: failure };
-    } finally {
-      await probe.transaction.rollback();
-    }
   }
 
   /** What a key-taking statement found: undefined when it took the key (the caller's to use or give up), else the holder's outcome to replay. */
@@ -341,7 +274,7 @@ export class OneTransactionFlow {
     this.events.emit({ kind: 'commit_failed', operation: id.operation, keyHash: hashKey(id), error: (error as Error).message });
   }
 
-  /** The savepoint a stored failure rolls back to: sent with the claim, or with BEGIN when the claim comes at commit. */
+  /** The savepoint a stored failure rolls back to, sent with the claim. */
   private savepoint(terms: OneTransactionTerms): string[] {
     return terms.storesError ? [SAVEPOINT] : [];
   }
@@ -368,8 +301,9 @@ export class OneTransactionFlow {
   }
 }
 
-/** How the key was claimed before the handler ran: by the key's lock (a record found expired or none), or by an in-progress record. */
+/** The key, claimed before the handler runs: by its lock (a record found expired, or none), or by an in-progress record. */
 interface Claimed {
+  transaction: ClaimTransaction;
   expiresAt: Date;
   byRecord: boolean;
   expired?: boolean;

@@ -1,7 +1,7 @@
 import type { CallHandler, HttpException } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
-import type { ClaimMode, IsolationLevel } from '../options/idempotency.options.js';
+import type { IsolationLevel } from '../options/idempotency.options.js';
 import type { FlowSteps, RecordedOutcome, Settled } from '../outcome/recorded-outcome.js';
 import type { RecordId } from '../records/stored-record.js';
 import type { Abandonment } from './handler-run.js';
@@ -10,8 +10,6 @@ import type { Abandonment } from './handler-run.js';
 export interface OneTransactionTerms {
   retention: number;
   wait: number;
-  /** When the key is claimed; the module's `claim` when absent. */
-  claim?: ClaimMode;
   /** The transaction's isolation level; the app's (`IdempotencyDataSource.isolation`) when absent. */
   isolation?: IsolationLevel;
   /** The outcome to record for the handler's result. */
@@ -27,8 +25,8 @@ export interface OneTransactionTerms {
   reused?(): Error;
   /**
    * Puts back the response's status and headers as the handler found them:
-   * claimed at commit, a handler that ran may lose to the winner, and then
-   * nothing it set on the response is sent.
+   * nothing it set is sent when its outcome is not the answer (it failed to
+   * commit, or lost the key to a claim that took no lock).
    */
   restoreResponse?(): void;
   /**

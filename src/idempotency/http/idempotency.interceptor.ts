@@ -146,7 +146,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private send({ outcome, replayed }: Settled, route: IdempotentRoute, response: unknown): string | undefined {
     if (outcome.status !== route.successStatus) throw new RecordedOutcomeResponse(outcome, replayed);
     const adapter = this.idempotency.adapterHost.httpAdapter;
-    // The route's status, whatever a handler that ran and lost (claimed at commit) set on this response.
+    // The route's status, whatever a replayed request's handler set on this response.
     adapter.status(response, outcome.status);
     applyOutcomeHeaders(adapter, response, outcome, replayed);
     return outcome.body ?? undefined;

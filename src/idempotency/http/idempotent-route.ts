@@ -6,7 +6,7 @@ import {
   IdempotencyRequestNotCanonicalException,
   IdempotencyTenantUnresolvedException,
 } from '../errors/idempotency.exceptions.js';
-import { checkedBodyBound, checkedClaimMode, type ClaimMode, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
+import { checkedBodyBound, type IdempotentOptions, type IsolationLevel, isolationLevelOf, mergeRouteOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS, SKIP_IDEMPOTENCY } from '../options/idempotency.tokens.js';
 import { HTTP_CODE_METADATA, METHOD_METADATA, PATH_METADATA, VERSION_METADATA } from './nest-internals.js';
 import type { OneTransactionTerms } from '../flow/one-transaction.terms.js';
@@ -30,7 +30,6 @@ export interface IdempotentRoute {
   required: boolean;
   retention: number;
   wait: number;
-  claim: ClaimMode;
   /** The route's own isolation level; unset, the app's (see `IdempotentOptions.isolation`). */
   isolation?: IsolationLevel;
   retryAfterSeconds: number;
@@ -93,7 +92,6 @@ export function oneTransactionTermsOf(route: IdempotentRoute, adapter: AbstractH
   const terms: OneTransactionTerms = {
     retention: route.retention,
     wait: route.wait,
-    claim: route.claim,
     isolation: route.isolation,
     capture: (result) => (route.capture ? route.capture(result) : captureSuccess(result, route, adapter, response)),
     inProgress: () => new IdempotencyRequestInProgressException(route.retryAfterSeconds),
@@ -183,14 +181,9 @@ export class IdempotentRoutes {
     const wait = options.wait ?? this.options.wait;
     if (!(retention > 0)) throw new IdempotencyConfigurationError(`${where}: retention must be a positive number of ms, got ${retention}.`);
     if (!(wait >= 0)) throw new IdempotencyConfigurationError(`${where}: wait must be a number of ms >= 0, got ${wait}.`);
-    if (options.phases && options.claim === 'at-commit') {
-      throw new IdempotencyConfigurationError(`${where}: a phased route commits its claim first, under a lease; claim: 'at-commit' is for one-transaction routes.`);
-    }
     const paths = options.operation === undefined && kind === undefined ? routeTemplates(controller, handler) : undefined;
     const operation = options.operation ?? kind?.operation ?? `${RequestMethod[method]} ${paths![0]}${versionLabel(controller, handler)}`;
     const version = options.version === undefined ? '' : ` version:${encodeURIComponent(options.version)}`;
-    const claim = options.claim === undefined ? this.options.claim : checkedClaimMode(options.claim, where);
-    if (claim === 'at-commit' && !options.phases) this.logger.warn(duplicatesRunNotice(`${operation} (${controller.name}.${handler.name})`));
     const isolation = options.isolation === undefined ? undefined : isolationLevelOf(options.isolation);
     if (options.isolation !== undefined && !isolation) {
       throw new IdempotencyConfigurationError(`${where}: isolation must be 'READ COMMITTED', 'REPEATABLE READ' or 'SERIALIZABLE', got ${JSON.stringify(options.isolation)}.`);
@@ -205,7 +198,6 @@ export class IdempotentRoutes {
       required: options.required ?? true,
       retention,
       wait,
-      claim,
       isolation,
       retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
       successStatus: Reflect.getMetadata(HTTP_CODE_METADATA, handler) ?? (method === RequestMethod.POST ? HttpStatus.CREATED : HttpStatus.OK),
@@ -263,15 +255,6 @@ export class IdempotentRoutes {
       );
     };
   }
-}
-
-/** What a route that does not claim first gives up, said once when the route is first read (at startup). */
-function duplicatesRunNotice(route: string): string {
-  return (
-    `${route} claims its key at commit: a duplicate that arrives while the first ` +
-    `request is in flight runs the handler too, and only its database writes roll back. Keep it for handlers whose every effect is a write in the request's ` +
-    `transaction; claim: 'first' (the default) runs the handler once per key.`
-  );
 }
 
 /**

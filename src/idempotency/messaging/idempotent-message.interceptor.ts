@@ -83,7 +83,6 @@ function termsOf(handler: IdempotentMessageHandler, keyHash: string): OneTransac
   return {
     retention: handler.retention,
     wait: handler.wait,
-    claim: handler.claim,
     capture: (result): RecordedOutcome => ({ status: 200, headers: {}, body: result === undefined ? null : JSON.stringify(result) }),
     inProgress: () => new MessageInProgressError(handler.operation, keyHash, Math.max(1000, handler.wait)),
     reused: () => new MessageKeyReusedError(handler.operation, keyHash),

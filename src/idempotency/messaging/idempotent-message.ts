@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
-import type { ClaimMode, IdempotentMessageOptions, IdempotentOptions, ResolvedModuleOptions } from '../options/idempotency.options.js';
+import type { IdempotentMessageOptions, IdempotentOptions, ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IDEMPOTENT_ROUTE, RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { MESSAGE_HANDLER_TYPE_METADATA, MESSAGE_PATTERN_METADATA } from '../http/nest-internals.js';
 
@@ -15,7 +15,6 @@ export interface IdempotentMessageHandler {
   operation: string;
   retention: number;
   wait: number;
-  claim: ClaimMode;
   keyOf(data: unknown, context: unknown): string | undefined;
   scopeOf(data: unknown, context: unknown): string;
 }
@@ -52,8 +51,6 @@ export class IdempotentMessageHandlers {
       operation: options.operation ?? defaultOperation(handler),
       retention,
       wait,
-      // A redelivery runs nothing by default: a consumer's handler often reaches out. Only the handler's own `claim` changes that.
-      claim: options.claim ?? 'first',
       keyOf: options.messageKey ? (data, context) => options.messageKey!(data, context) ?? undefined : (_data, context) => headerOf(context, OPERATION_ID_HEADER) ?? headerOf(context, NATS_MESSAGE_ID_HEADER),
       // The same scopes as HTTP requests: "tenant:" and "anonymous" never collide.
       scopeOf: (data, context) => {

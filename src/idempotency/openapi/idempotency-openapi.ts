@@ -3,7 +3,6 @@ import { IdempotencyProblemType } from '../errors/idempotency.exceptions.js';
 import type { IdempotentRoutes } from '../http/idempotent-route.js';
 import { MAX_KEY_LENGTH } from '../http/idempotency-key.js';
 import { REPLAYED_HEADER } from '../outcome/recorded-outcome.js';
-import type { Swagger } from './swagger.js';
 
 
 const PROBLEM_SCHEMA = {
@@ -50,7 +49,7 @@ const documented = new WeakSet<Function>();
  * the success response. Loaded only where the app has @nestjs/swagger (see
  * `documentRoutes`).
  */
-export function documentIdempotentRoutes(swagger: Swagger, discovery: DiscoveryService, scanner: MetadataScanner, routes: IdempotentRoutes): void {
+export function documentIdempotentRoutes(swagger: typeof import('@nestjs/swagger'), discovery: DiscoveryService, scanner: MetadataScanner, routes: IdempotentRoutes): void {
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as Function | null;
     if (!controller?.prototype) continue;

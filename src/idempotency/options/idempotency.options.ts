@@ -73,12 +73,6 @@ export interface IdempotencyModuleOptions {
    */
   settleTimeout?: number;
   /**
-   * When a one-transaction route claims its key: see `ClaimMode`. Default
-   * `'first'`, the mode in which a concurrent or sequential retry never runs
-   * the handler again.
-   */
-  claim?: ClaimMode;
-  /**
    * How long, in ms, the owner of a phased operation holds its claim without
    * renewing it (it renews while alive). Once it lapses, a retry or the
    * reaper takes the claim over and resumes. Default 30 s.
@@ -105,7 +99,7 @@ export interface IdempotencyModuleOptions {
   /**
    * Whether a replay the cache does not answer is read by primary key before
    * any claim, while an operation's keys are often found held (a moving
-   * average; see `ClaimMode`). Off, every such replay goes through the claim.
+   * average). Off, every such replay goes through the claim.
    * Default true.
    */
   readFirst?: boolean;
@@ -253,8 +247,6 @@ export interface IdempotentOptions {
   version?: string;
   /** How long, in ms, a duplicate waits for the in-flight request. */
   wait?: number;
-  /** When this route claims its key (`ClaimMode`); the module's `claim` by default. Phased routes always claim first. */
-  claim?: ClaimMode;
   /**
    * The isolation level of the request's transaction, for a handler that
    * needs a stricter one than the app's own transactions get: a
@@ -264,7 +256,7 @@ export interface IdempotentOptions {
    * the DataSource's `isolationLevel` (TypeORM 1.x), else the database's
    * `default_transaction_isolation` for the app's connections, read at
    * startup, or @nestjs-cls/transactional's `defaultTxOptions.isolationLevel`
-   * where stricter. At REPEATABLE READ and SERIALIZABLE a claimed-first key is
+   * where stricter. At REPEATABLE READ and SERIALIZABLE a key is
    * claimed by inserting its record (a second write at commit completes it),
    * and a serialization failure answers 503 with `Retry-After`.
    */
@@ -297,41 +289,6 @@ export interface IdempotentOptions {
   lease?: number;
   /** The largest body no parser read that this route's fingerprint reads (see the module's `maxBodyBytes`), e.g. for an upload route. */
   maxBodyBytes?: number;
-}
-
-/**
- * When a one-transaction route claims its key.
- *
- * - `'first'` (the default): the key's advisory lock and a read of its
- *   record go out with BEGIN, and the completed record is inserted with
- *   COMMIT. A concurrent duplicate waits on the lock and replays, or gets
- *   409 with `Retry-After` once `wait` runs out; a sequential retry
- *   replays. The handler runs once per key, whatever it does: database
- *   writes, e-mail, a call to a provider.
- * - `'at-commit'` (opt-in): the handler runs with nothing in front of it,
- *   and the same insert of the completed record with COMMIT is the claim:
- *   two statements less on a first execution. **A duplicate that
- *   arrives while the first is in flight runs the handler too**, then finds
- *   the key held at its own commit: everything it wrote to the database
- *   rolls back and it replays the winner's outcome. Only for handlers whose
- *   every effect is a write in the request's transaction; anything else the
- *   handler does (a call to a provider, an e-mail, a write outside the
- *   transaction) can happen once per concurrent duplicate. The module logs
- *   this at startup for each route that uses it.
- */
-export type ClaimMode = 'first' | 'at-commit';
-
-const CLAIM_MODES: readonly string[] = ['first', 'at-commit'] satisfies ClaimMode[];
-
-/**
- * `claim`, checked where it is given: a typo, or `'adaptive'` (gone, since
- * claimed first costs what at commit did), fails the boot rather than run
- * another mode than the one asked for.
- */
-export function checkedClaimMode(claim: unknown, where: string): ClaimMode {
-  if (CLAIM_MODES.includes(claim as string)) return claim as ClaimMode;
-  const gone = claim === 'adaptive' ? " 'adaptive' is gone: 'first' writes the record once, with COMMIT, as 'at-commit' does, and never runs a duplicate." : '';
-  throw new IdempotencyConfigurationError(`${where}: claim must be 'first' (the default) or 'at-commit', got ${JSON.stringify(claim)}.${gone}`);
 }
 
 /** A `maxBodyBytes` as given: unset, or a positive whole number of bytes. */
@@ -427,7 +384,6 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     replayHeaders,
     wait: options.wait ?? 1000,
     settleTimeout: options.settleTimeout ?? 30_000,
-    claim: options.claim === undefined ? 'first' : checkedClaimMode(options.claim, 'IdempotencyModule'),
     lease: options.lease ?? 30_000,
     maxAttempts: options.maxAttempts ?? 5,
     onEvent: options.onEvent,

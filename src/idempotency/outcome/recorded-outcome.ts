@@ -57,7 +57,6 @@ export interface FlowSteps {
   collided: boolean;
   tookOver?: 'expired' | 'lease';
   claimMs?: number;
-  claimed?: 'first' | 'at-commit';
   handlerMs?: number;
   timeline: Omit<AttemptTimeline, 'start'>;
 }

@@ -42,9 +42,10 @@ const V1_ENVELOPE = /^v1\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-
 /**
  * What a v2 envelope binds besides the identity and the status: `fe` the
  * fingerprint and the expiry, `f` the fingerprint alone, for a record whose
- * expiry the statement that stores the outcome sets (a claim at commit, a
- * phased operation's finish). It is authenticated data too, so it cannot be
- * changed to drop the expiry.
+ * expiry the statement that stores the outcome sets (a phased operation's
+ * finish, a retention of a fraction of a millisecond; records sealed `f`
+ * before the claim always came first). It is authenticated data too, so it
+ * cannot be changed to drop the expiry.
  */
 type Bound = 'f' | 'fe';
 /** HKDF-Expand's info: this label, then the SHA-256 of the record's identity. */

@@ -41,7 +41,7 @@ export function prepared(base: string, text: string): PreparedText {
   return { name: `${base}.${createHash('sha256').update(text).digest('hex').slice(0, 16)}`, text };
 }
 
-/** The text in the error of a claim at commit that found the key held: no failure of the handler's own carries it. */
+/** The text in the error of a record sent with COMMIT that found the key held: no failure of the handler's own carries it. */
 export const KEY_HELD_AT_COMMIT = 'idempotency-key-held-at-commit';
 
 /** The columns of `RecordRow`. */
@@ -77,14 +77,12 @@ export interface FoundLiveRow extends LiveRecordRow {
 /**
  * The SQL of the one-transaction flow, as named prepared statements.
  *
- * A key claimed first is guarded by its advisory lock (`tryLock`,
+ * At READ COMMITTED a key is guarded by its advisory lock (`tryLock`,
  * `waitForLock`) and read (`readForClaim`). A key that had no record gets
  * one by a plain `INSERT` sent with COMMIT (`insertRecord`); one whose record
- * expired, and a key claimed at commit, by `recordAtCommit`, which takes an
- * expired record over and finds the key held as a claim would. `claim`,
- * which inserts an in-progress record, claims first above READ COMMITTED,
- * and probes the key after a handler claimed at commit failed: rolled back,
- * it waits for an owner in flight as a claim would.
+ * expired, by `recordAtCommit`, which takes an expired record over and finds
+ * the key held as a claim would. Above READ COMMITTED, `claim` inserts the
+ * key's in-progress record, and `completeClaim` completes it with COMMIT.
  *
  * The claim inserts an in-progress record, or takes over an expired,
  * finished one (an expired phased claim is the completer's to resolve). A
@@ -157,8 +155,9 @@ export class IdempotencyStatements {
   }
 
   /**
-   * The claim at commit: the same statement as `claim`, inserting the
-   * completed record with its outcome instead of an in-progress one. It is
+   * The record of a key whose read found an expired record: the same
+   * statement as `claim`, inserting the completed record with its outcome
+   * instead of an in-progress one, and taking the expired one over. It is
    * sent with COMMIT, in one write on a pipelined connection, and finds the
    * key held exactly as the claim would; then it fails (a cast of the text
    * `KEY_HELD_AT_COMMIT`, SQLSTATE 22P02, on a value only a held key gives),
@@ -173,13 +172,13 @@ export class IdempotencyStatements {
   }
 
   /**
-   * The completed record of a key claimed first that had none, sent with
-   * COMMIT: a plain `INSERT`, since the key's advisory lock keeps every other
-   * claim first away from it, and its read found no row. A claim that takes
-   * no lock (at commit, or above READ COMMITTED) may still have inserted the
-   * key meanwhile: the insert then waits for it, and fails with a unique
-   * violation of the primary key if it committed (`isKeyHeldAtCommit`), as
-   * `recordAtCommit` fails when the key is held.
+   * The completed record of a key that had none, sent with COMMIT: a plain
+   * `INSERT`, since the key's advisory lock keeps every other claim at READ
+   * COMMITTED away from it, and its read found no row. A claim that takes no
+   * lock (a route of the same operation above READ COMMITTED) may still have
+   * inserted the key meanwhile: the insert then waits for it, and fails with
+   * a unique violation of the primary key if it committed
+   * (`isKeyHeldAtCommit`), as `recordAtCommit` fails when the key is held.
    */
   insertRecord(id: RecordId, fingerprint: string, retentionMs: number, outcome: EncodedOutcome): PreparedStatement {
     return { ...this.insertRecordText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, outcome.status, outcome.headers, outcome.body] };

@@ -20,7 +20,6 @@ export const IdempotencySpanAttributes = {
   REPLAYED: 'idempotency.replayed',
   COLLIDED: 'idempotency.collided',
   TOOK_OVER: 'idempotency.took_over',
-  CLAIMED: 'idempotency.claimed',
   KEY_HASH: 'idempotency.key_hash',
   STATUS_CODE: 'http.response.status_code',
 } as const;
@@ -90,7 +89,6 @@ function recordAttempt(tracer: Tracer, event: AttemptEvent, commitError: string 
         ...attributes,
         [IdempotencySpanAttributes.COLLIDED]: event.collided,
         ...(event.tookOver && { [IdempotencySpanAttributes.TOOK_OVER]: event.tookOver }),
-        ...(event.claimed && { [IdempotencySpanAttributes.CLAIMED]: event.claimed }),
         ...(event.keyHash && { [IdempotencySpanAttributes.KEY_HASH]: event.keyHash }),
         ...(event.status !== undefined && { [IdempotencySpanAttributes.STATUS_CODE]: event.status }),
       },

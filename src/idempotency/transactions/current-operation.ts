@@ -13,9 +13,9 @@ interface OperationScope {
   /** Set inside a local phase: each phase is a transaction of its own. */
   readonly phase: string;
   /**
-   * Whether the record is inserted only at commit (`claim: 'at-commit'`): the
-   * transaction cannot read it yet, and its claim time will be the
-   * transaction's `now()`.
+   * Whether the record is inserted only at commit (a one-transaction flow's,
+   * claimed by the key's lock): the transaction cannot read it yet, and its
+   * claim time will be the transaction's `now()`.
    */
   readonly recordAtCommit: boolean;
   /** Events added so far in this transaction; a new attempt starts at 0 again. */

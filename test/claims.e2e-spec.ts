@@ -1,0 +1,117 @@
+import request from 'supertest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
+import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/**
+ * The claim of a key before the handler runs, where its races settle: a
+ * duplicate that meets the owner's rows, an owner that fails at COMMIT, an
+ * expired record taken over, a replay with no read in front of the claim.
+ * Adapter-neutral but for the headers a losing request set: that runs on both.
+ */
+describe('the claim of a key', () => {
+  let db: TestDatabase;
+  let keySeq = 0;
+  const newKey = () => `claims-${++keySeq}-${Date.now()}`;
+  const apps: RunningApp[] = [];
+  const start = async (options: Partial<IdempotencyModuleOptions>, adapter: HttpAdapterName = 'express') => {
+    const running = await startApp({ imports: ledgerAppModules(db.url, options) }, { adapter });
+    apps.push(running);
+    await db.query(COMMIT_FAULTS);
+    return { url: running.url, ledger: running.app.get(Ledger) };
+  };
+  const post = (url: string, path: string, key: string, label: string) => request(url).post(path).set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label });
+  const count = async (sql: string, params: unknown[]) => Number((await db.query<{ n: string }>(sql, params))[0].n);
+  const entriesLabelled = (label: string) => count(`SELECT count(*) AS n FROM ledger_entries WHERE label = $1`, [label]);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.query(LEDGER_SCHEMA);
+  });
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  describe('a duplicate in flight', () => {
+    it('answers a duplicate of an owner holding a unique row with the owner’s replay, never a 500', async () => {
+      const { url, ledger } = await start({});
+      const key = newKey();
+      // The owner holds its uncommitted unique label while it sleeps; the duplicate waits on the key, never on the label.
+      ledger.script.push({ delayMs: 300 });
+      const owner = Promise.resolve(post(url, '/entries/unique', key, 'unique-label'));
+      await sleep(50);
+      const duplicate = await post(url, '/entries/unique', key, 'unique-label');
+      const first = await owner;
+      expect([first.status, duplicate.status]).toEqual([201, 201]);
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      expect(duplicate.headers['idempotent-replayed']).toBe('true');
+      expect(duplicate.text).toBe(first.text);
+      expect(await count(`SELECT count(*) AS n FROM ledger_labels WHERE label = $1`, ['unique-label'])).toBe(1);
+    });
+
+    it.each(HTTP_ADAPTERS)('sends none of the first answer’s own headers on a 422, and a replay only the recorded ones (%s)', async (adapter) => {
+      const { url } = await start({ replayCacheSize: 0 }, adapter);
+      const key = newKey();
+      const first = await post(url, '/entries/located', key, 'located');
+      expect(first.status).toBe(201);
+      expect(first.headers['x-entry']).toBeDefined();
+      // No cache: each of these finds the key recorded, and the handler that sets both headers never runs.
+      const reused = await post(url, '/entries/located', key, 'other');
+      expect(reused.status).toBe(422);
+      expect(reused.headers.location).toBeUndefined();
+      expect(reused.headers['x-entry']).toBeUndefined();
+      const replay = await post(url, '/entries/located', key, 'located');
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.headers.location).toBe(first.headers.location);
+      expect(replay.headers['x-entry']).toBeUndefined();
+    });
+
+    it('lets a waiting duplicate run and commit when the winner fails at COMMIT', async () => {
+      const { url, ledger } = await start({});
+      const key = newKey();
+      // The winner holds the key through a slow COMMIT that then fails (a deferred trigger): nothing of it is kept.
+      ledger.script.push({ commitDelayMs: 500, failAtCommit: true });
+      const winner = Promise.resolve(post(url, '/entries', key, 'doomed'));
+      await sleep(100);
+      const duplicate = await post(url, '/entries', key, 'doomed');
+      expect((await winner).status).toBe(500);
+      expect(duplicate.status).toBe(201);
+      expect(duplicate.headers['idempotent-replayed']).toBeUndefined();
+      expect(await entriesLabelled('doomed')).toBe(1);
+      expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1 AND status = 'completed'`, [key])).toBe(1);
+    });
+  });
+
+  it('takes an expired record over, as a first execution', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const key = newKey();
+    const first = await post(url, '/entries', key, 'expired');
+    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key = $1`, [key]);
+    const again = await post(url, '/entries', key, 'expired');
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.text).not.toBe(first.text);
+    expect(events[1]).toMatchObject({ outcome: 'executed', tookOver: 'expired' });
+    expect(await entriesLabelled('expired')).toBe(2);
+    expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1 AND expires_at > now()`, [key])).toBe(1);
+  });
+
+  it('sends every replay the cache misses through the claim with readFirst: false', async () => {
+    const events: AttemptEvent[] = [];
+    const { url } = await start({ replayCacheSize: 0, readFirst: false, onEvent: (event) => event.kind === 'attempt' && events.push(event) });
+    const key = newKey();
+    const first = await post(url, '/entries', key, 'no-read-first');
+    for (let i = 0; i < 6; i++) expect((await post(url, '/entries', key, 'no-read-first')).text).toBe(first.text);
+    const replays = events.filter((event) => event.outcome === 'replayed');
+    expect(replays).toHaveLength(6);
+    // With the read-first path on, the later replays would be plain reads, with no claim (see the request-flow suite).
+    expect(replays.every((event) => event.claimMs !== undefined)).toBe(true);
+  });
+});
