@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
 import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
-import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules } from './support/ledger-app.js';
+import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, type LedgerDataSourceOptions, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 /**
@@ -17,8 +17,8 @@ describe('the claim of a key', () => {
   let keySeq = 0;
   const newKey = () => `claims-${++keySeq}-${Date.now()}`;
   const apps: RunningApp[] = [];
-  const start = async (options: Partial<IdempotencyModuleOptions>, adapter: HttpAdapterName = 'express') => {
-    const running = await startApp({ imports: ledgerAppModules(db.url, options) }, { adapter });
+  const start = async (options: Partial<IdempotencyModuleOptions>, adapter: HttpAdapterName = 'express', dataSource: LedgerDataSourceOptions = {}) => {
+    const running = await startApp({ imports: ledgerAppModules(db.url, options, dataSource) }, { adapter });
     apps.push(running);
     await db.query(COMMIT_FAULTS);
     return { url: running.url, ledger: running.app.get(Ledger) };
@@ -86,6 +86,29 @@ describe('the claim of a key', () => {
       expect(await entriesLabelled('doomed')).toBe(1);
       expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1 AND status = 'completed'`, [key])).toBe(1);
     });
+  });
+
+  // Instances of one app whose transactions start at different levels, as during a deploy that changes the DataSource's:
+  // the one at READ COMMITTED claims by the key's lock, the one at SERIALIZABLE by the key's record.
+  it.each([
+    ['READ COMMITTED', 'SERIALIZABLE'],
+    ['SERIALIZABLE', 'READ COMMITTED'],
+  ])('runs the handler once when the owner claims at %s and its duplicate at %s', async (ownerLevel, duplicateLevel) => {
+    const at = (level: string) => start({ replayCacheSize: 0 }, 'express', { extra: { options: `-c default_transaction_isolation=${level.toLowerCase().replace(' ', '\\ ')}` } });
+    const owner = await at(ownerLevel);
+    const duplicate = await at(duplicateLevel);
+    const key = newKey();
+    const label = `levels-${ownerLevel}-${duplicateLevel}`.replace(/ /g, '-');
+    owner.ledger.script.push({ delayMs: 400 });
+    const first = Promise.resolve(post(owner.url, '/entries', key, label));
+    await vi.waitFor(() => expect(owner.ledger.calls).toBe(1), { timeout: 10_000, interval: 5 });
+    const second = await post(duplicate.url, '/entries', key, label);
+    const answers = [await first, second];
+    expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+    expect(answers.map((answer) => answer.headers['idempotent-replayed'])).toEqual([undefined, 'true']);
+    expect(second.text).toBe(answers[0].text);
+    expect(owner.ledger.calls + duplicate.ledger.calls).toBe(1);
+    expect(await entriesLabelled(label)).toBe(1);
   });
 
   it('takes an expired record over, as a first execution', async () => {

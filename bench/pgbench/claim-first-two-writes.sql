@@ -1,4 +1,4 @@
--- The claim first before the advisory lock, for reference: BEGIN with an in-progress record in one write, the
+-- The claim by record, as above READ COMMITTED (it holds the key's advisory lock too): BEGIN with an in-progress record in one write, the
 -- order and its outbox event (its id derived from the record), the record's UPDATE to completed with COMMIT in
 -- one write. The record is written twice (an insert, then an update of the same row).
 -- Variables the runner passes with -D (see bench/README.md): tenant, sku, scope, operation, fingerprint,
@@ -14,10 +14,11 @@ WITH wait AS MATERIALIZED (
        SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', (CASE current_setting('statement_timeout') WHEN '0' THEN :wait::int
               ELSE (SELECT greatest(1, floor(least(:wait::int, greatest(ms * 0.75, ms - 50))))::int
                       FROM (SELECT date_part('epoch', current_setting('statement_timeout')::interval) * 1000 AS ms) AS statement_timeout) END)::text || 'ms', true) AS applied),
+     locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(:lock_key::bigint) FROM wait),
      claim AS (
        INSERT INTO "public".idempotency_records AS r
               (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
-       SELECT :scope, :operation, :key, :fingerprint, 'in_progress', NULL::smallint, NULL::jsonb, NULL::text, now(), NULL::timestamptz, now() + :retention_ms * interval '1 millisecond' FROM wait
+       SELECT :scope, :operation, :key, :fingerprint, 'in_progress', NULL::smallint, NULL::jsonb, NULL::text, now(), NULL::timestamptz, now() + :retention_ms * interval '1 millisecond' FROM locked
        ON CONFLICT (scope, operation, key) DO UPDATE
          SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response_status = EXCLUDED.response_status,
              response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, created_at = EXCLUDED.created_at,

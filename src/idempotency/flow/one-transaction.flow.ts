@@ -119,10 +119,11 @@ export class OneTransactionFlow {
    * Claims the key at REPEATABLE READ or SERIALIZABLE. There the
    * transaction's snapshot is taken by its first statement, before the
    * key's advisory lock is held, and would not see what a holder committed
-   * meanwhile. So the claim inserts the key's in-progress record instead:
-   * it waits on an owner in flight, and fails with a serialization failure
-   * when the key's record was committed after the snapshot; then a fresh
-   * transaction claims again and sees it. The record is completed with COMMIT.
+   * meanwhile. So the claim inserts the key's in-progress record too, under
+   * the same lock: it waits on an owner in flight (claimed either way), and
+   * fails with a serialization failure when the key's record was committed
+   * after the snapshot; then a fresh transaction claims again and sees it.
+   * The record is completed with COMMIT.
    */
   private async claimByRecord(call: FlowCall): Promise<Claimed | { settled: Settled }> {
     const { runner, steps, id, fingerprint, terms, isolation } = call;
@@ -204,8 +205,8 @@ export class OneTransactionFlow {
   /**
    * Sends the record with COMMIT, in one write where the connection is
    * pipelined. Undefined when the key was held, and so nothing committed: a
-   * claim that took no lock reached it first (another route of the
-   * operation claiming by record); 409 when its owner outlasted `wait`.
+   * claim that took no lock reached it first (a phased operation's, on a key
+   * one of its routes shares); 409 when its owner outlasted `wait`.
    */
   private async commitRecord({ id, terms, steps }: FlowCall, transaction: ClaimTransaction, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();

@@ -81,8 +81,9 @@ export interface FoundLiveRow extends LiveRecordRow {
  * `waitForLock`) and read (`readForClaim`). A key that had no record gets
  * one by a plain `INSERT` sent with COMMIT (`insertRecord`); one whose record
  * expired, by `recordAtCommit`, which takes an expired record over and finds
- * the key held as a claim would. Above READ COMMITTED, `claim` inserts the
- * key's in-progress record, and `completeClaim` completes it with COMMIT.
+ * the key held as a claim would. Above READ COMMITTED, `claim` takes the
+ * same lock and inserts the key's in-progress record, and `completeClaim`
+ * completes it with COMMIT.
  *
  * The claim inserts an in-progress record, or takes over an expired,
  * finished one (an expired phased claim is the completer's to resolve). A
@@ -118,7 +119,10 @@ export class IdempotencyStatements {
   );
 
   constructor({ records }: ModuleTables) {
-    this.claimText = prepared('idempotency.claim', takeKeyText(records, { status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz' }));
+    this.claimText = prepared(
+      'idempotency.claim',
+      takeKeyText(records, { status: `'in_progress'`, outcome: ['NULL::smallint', 'NULL::jsonb', 'NULL::text'], completedAt: 'NULL::timestamptz', lock: '$7::bigint' }),
+    );
     this.recordAtCommitText = prepared(
       'idempotency.record-at-commit',
       takeKeyText(records, { status: `'completed'`, outcome: ['$7::smallint', '$8::jsonb', '$9::text'], completedAt: 'now()', failWhenHeld: true }),
@@ -150,8 +154,17 @@ export class IdempotencyStatements {
     );
   }
 
+  /**
+   * Claims a key by its in-progress record, as the flow does above READ
+   * COMMITTED, holding the key's advisory lock too: a claim by the lock
+   * (`tryLock`, at READ COMMITTED) and a claim by the record then exclude
+   * each other, as they must where the routes of one operation, or the
+   * instances of one app during a deploy, start their transactions at
+   * different levels. The wait for the lock is bounded as the wait for an
+   * owner's row is.
+   */
   claim(id: RecordId, fingerprint: string, retentionMs: number, waitMs: number): PreparedStatement {
-    return { ...this.claimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs)] };
+    return { ...this.claimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, waitOf(waitMs), lockKeyOf(id)] };
   }
 
   /**
@@ -173,11 +186,11 @@ export class IdempotencyStatements {
 
   /**
    * The completed record of a key that had none, sent with COMMIT: a plain
-   * `INSERT`, since the key's advisory lock keeps every other claim at READ
-   * COMMITTED away from it, and its read found no row. A claim that takes no
-   * lock (a route of the same operation above READ COMMITTED) may still have
-   * inserted the key meanwhile: the insert then waits for it, and fails with
-   * a unique violation of the primary key if it committed
+   * `INSERT`, since the key's advisory lock keeps every other claim of the
+   * flow away from it, and its read found no row. A claim that takes no
+   * lock (a phased operation's, on a key one of its routes shares) may still
+   * have inserted the key meanwhile: the insert then waits for it, and fails
+   * with a unique violation of the primary key if it committed
    * (`isKeyHeldAtCommit`), as `recordAtCommit` fails when the key is held.
    */
   insertRecord(id: RecordId, fingerprint: string, retentionMs: number, outcome: EncodedOutcome): PreparedStatement {
@@ -258,6 +271,8 @@ interface TakenKey {
   completedAt: string;
   /** Fail the statement, and so its transaction, when the key is held, instead of answering the holder. */
   failWhenHeld?: boolean;
+  /** SQL for the key's advisory lock, taken (and waited for, as long as the row) before the insert; absent, where the caller holds it already. */
+  lock?: string;
 }
 
 /**
@@ -269,18 +284,20 @@ interface TakenKey {
  * (left to right); the final projection restores it, and runs only once
  * `found`, and so the wait, is over.
  */
-function takeKeyText(records: string, { status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false }: TakenKey): string {
+function takeKeyText(records: string, { status, outcome: [responseStatus, responseHeaders, responseBody], completedAt, failWhenHeld = false, lock }: TakenKey): string {
   // Evaluated per row, never folded at planning (it reads a column): 1 when this statement took the key, else a cast
   // that fails with a message no statement of the handler's can raise (see isKeyHeldAtCommit).
   const heldFails = failWhenHeld ? `, CASE WHEN found.claimed IS TRUE THEN 1 ELSE (coalesce(found.claimed, false)::text || ':${KEY_HELD_AT_COMMIT}')::int END AS taken` : '';
   // A statement that fails when the key is held answers only for a key it took: the holder's columns would be null.
   const answered = failWhenHeld ? 'found.took_over, found.expires_at' : 'found.*';
+  // The insert reads from the lock's row, so that it runs once the lock is held.
+  const locked = lock ? `\n          locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(${lock}) FROM wait),` : '';
   return `WITH wait AS MATERIALIZED (
-            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$6::int')}, true) AS applied),
+            SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', ${lockWaitOf('$6::int')}, true) AS applied),${locked}
           claim AS (
             INSERT INTO ${records} AS r
                    (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
-            SELECT $1, $2, $3, $4, ${status}, ${responseStatus}, ${responseHeaders}, ${responseBody}, now(), ${completedAt}, now() + $5 * interval '1 millisecond' FROM wait
+            SELECT $1, $2, $3, $4, ${status}, ${responseStatus}, ${responseHeaders}, ${responseBody}, now(), ${completedAt}, now() + $5 * interval '1 millisecond' FROM ${lock ? 'locked' : 'wait'}
             ON CONFLICT (scope, operation, key) DO UPDATE
               SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response_status = EXCLUDED.response_status,
                   response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, created_at = EXCLUDED.created_at,
