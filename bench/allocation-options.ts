@@ -2,9 +2,9 @@ import { type CommandLine, type CommandLineValues, type Flag, fileName, list, va
 
 /** The handler shapes `--shape` takes: each a bare route and the same handler behind `@Idempotent()`. */
 export const ALLOCATION_SHAPES = {
-  harness: { label: 'order + outbox row through TransactionHost.manager (the outside harness)', bare: '/bench/outbox-row/bare', first: '/bench/outbox-row/idempotent' },
+  harness: { label: 'order + outbox row through IdempotencyTransactionHost.manager (the outside harness)', bare: '/bench/outbox-row/bare', first: '/bench/outbox-row/idempotent' },
   orders: { label: "the demo's order + Outbox.add()", bare: '/bench/orders/bare', first: '/bench/orders/idempotent' },
-  'two-rows': { label: 'order + shipment through TransactionHost.manager', bare: '/bench/two-rows/bare', first: '/bench/two-rows/idempotent' },
+  'two-rows': { label: 'order + shipment through IdempotencyTransactionHost.manager', bare: '/bench/two-rows/bare', first: '/bench/two-rows/idempotent' },
 } as const;
 
 export type AllocationShape = keyof typeof ALLOCATION_SHAPES;

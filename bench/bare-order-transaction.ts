@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { TransactionHost } from '../src/idempotency/index.js';
+import { IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import type { OrderView } from '../src/demo/orders/order.entity.js';
 import { OrdersService } from '../src/demo/orders/orders.service.js';
@@ -11,14 +11,14 @@ export const BENCH_TENANT = 'bench';
 /**
  * The demo's order-plus-outbox write in a transaction of its own, without
  * the idempotency layer: START TRANSACTION, the two inserts, COMMIT. It goes
- * through TransactionHost so that OrdersService runs exactly the code it runs
+ * through IdempotencyTransactionHost so that OrdersService runs exactly the code it runs
  * inside an `@Idempotent()` request.
  */
 @Injectable()
 export class BareOrderTransaction {
   constructor(
     private readonly dataSource: DataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly orders: OrdersService,
   ) {}
 

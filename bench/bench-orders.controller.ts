@@ -77,7 +77,7 @@ export class BenchOrdersController {
     return this.createOrder(dto, response);
   }
 
-  /** Two inserts through `TransactionHost.manager` in a plain `dataSource.transaction()`: the base of the next route. */
+  /** Two inserts through `IdempotencyTransactionHost.manager` in a plain `dataSource.transaction()`: the base of the next route. */
   @Post('two-rows/bare')
   async createTwoRowsBare(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
     const order = await this.twoRows.createBare(dto);
@@ -94,7 +94,7 @@ export class BenchOrdersController {
     return order;
   }
 
-  /** The outside harness's handler without the module: an order and an outbox row, two `insert()`s through `TransactionHost.manager` in a plain `dataSource.transaction()`. */
+  /** The outside harness's handler without the module: an order and an outbox row, two `insert()`s through `IdempotencyTransactionHost.manager` in a plain `dataSource.transaction()`. */
   @Post('outbox-row/bare')
   async createOutboxRowBare(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {
     const order = await this.outboxRow.createBare(dto);

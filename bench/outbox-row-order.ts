@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Column, CreateDateColumn, DataSource, Entity, type MigrationInterface, PrimaryGeneratedColumn, type QueryRunner } from 'typeorm';
-import { TransactionHost } from '../src/idempotency/index.js';
+import { IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import { ORDER_CREATED } from '../src/demo/orders/order-events.js';
 import type { OrderView } from '../src/demo/orders/order.entity.js';
@@ -55,7 +55,7 @@ export class CreateBenchOutboxEvents1764400099000 implements MigrationInterface 
 
 /**
  * The handler the outside harness measured: an order and an outbox row,
- * two `insert()`s through `TransactionHost.manager`, no module API between
+ * two `insert()`s through `IdempotencyTransactionHost.manager`, no module API between
  * them (the demo's order write adds its event with `Outbox.add()`, a
  * statement of the module's). Inside an `@Idempotent()` request each insert
  * is a unit of the request's transaction.
@@ -64,7 +64,7 @@ export class CreateBenchOutboxEvents1764400099000 implements MigrationInterface 
 export class OutboxRowOrder {
   constructor(
     private readonly dataSource: DataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
   ) {}
 
   /** The two inserts in the current transaction: the request's inside an `@Idempotent()` route. */
@@ -75,7 +75,7 @@ export class OutboxRowOrder {
     return order;
   }
 
-  /** The same two inserts in a plain `dataSource.transaction()`, also through `TransactionHost.manager`: START TRANSACTION, the order, the row, COMMIT. */
+  /** The same two inserts in a plain `dataSource.transaction()`, also through `IdempotencyTransactionHost.manager`: START TRANSACTION, the order, the row, COMMIT. */
   createBare(dto: CreateOrderDto): Promise<OrderView> {
     return this.dataSource.transaction((manager) => this.transactions.run(manager, () => this.create(dto)));
   }

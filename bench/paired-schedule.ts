@@ -108,7 +108,7 @@ export function targetOf(variant: Scenario, runId: string, stretch: string, repl
   return { path: variant.path, keys: { mode: 'fresh', prefix: `${runId}.${variant.id}.${stretch}` } };
 }
 
-/** The outside harness's handler (`outbox-row-order.ts`): an order and an outbox row, two `insert()`s through `TransactionHost.manager`. */
+/** The outside harness's handler (`outbox-row-order.ts`): an order and an outbox row, two `insert()`s through `IdempotencyTransactionHost.manager`. */
 const OUTBOX_ROW = { bare: '/bench/outbox-row/bare', idempotent: '/bench/outbox-row/idempotent', peer: '/bench/peer/outbox-row' } as const;
 
 /** A variant on the outbox-row routes: fresh keys (first executions) or a pool of completed keys, cycled (replays). */

@@ -38,7 +38,7 @@ export class PeerOrdersController {
     return order;
   }
 
-  /** The outside harness's handler (an order and an outbox row through `TransactionHost.manager`, in a plain transaction) behind the peer. */
+  /** The outside harness's handler (an order and an outbox row through `IdempotencyTransactionHost.manager`, in a plain transaction) behind the peer. */
   @Post('outbox-row')
   @PeerIdempotent()
   async createOutboxRow(@Body() dto: CreateOrderDto, @Res({ passthrough: true }) response: HeaderWriter): Promise<OrderView> {

@@ -97,7 +97,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ours('claim-first-first', 'first, second route', 'main', false, '/bench/orders/claim-first'),
   ours('encrypted-first', 'encrypted first', 'encrypted', false),
   ours('encrypted-replay', 'encrypted replay', 'encrypted', true),
-  // The shape most handlers have: two inserts through TransactionHost.manager, no module API between them.
+  // The shape most handlers have: two inserts through IdempotencyTransactionHost.manager, no module API between them.
   { id: 'two-rows-bare', label: 'two rows, bare transaction', path: '/bench/two-rows/bare', keys: 'fresh', peer: false, app: 'main', statuses: [201], replays: 'none' },
   ours('two-rows-first', 'two rows, first execution', 'main', false, '/bench/two-rows/idempotent'),
   ours('two-rows-no-savepoints', 'two rows, no unit savepoints', 'no-savepoints', false, '/bench/two-rows/idempotent'),
@@ -119,7 +119,7 @@ export const TWINS: readonly Twins[] = [
   { name: 'encryption, replay (reads and decrypts)', subject: 'encrypted-replay', base: 'uncached-replay' },
   { name: 'no read-first, replay from the table', subject: 'claim-replay', base: 'uncached-replay' },
   { name: 'no pipelining, first execution', subject: 'unpipelined-first', base: 'first' },
-  { name: 'two rows through TransactionHost.manager: the module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
+  { name: 'two rows through IdempotencyTransactionHost.manager: the module’s default ÷ bare', subject: 'two-rows-first', base: 'two-rows-bare' },
   { name: 'no unit savepoints, two rows', subject: 'two-rows-no-savepoints', base: 'two-rows-first' },
 ];
 

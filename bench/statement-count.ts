@@ -19,8 +19,8 @@ import { valueFlag, wholeNumber } from '../harness/command-line.js';
 const ROUTES = [
   { label: 'bare: order + Outbox.add()', path: '/bench/orders/bare' },
   { label: 'default: order + Outbox.add()', path: '/bench/orders/idempotent' },
-  { label: 'bare: two inserts through TransactionHost.manager', path: '/bench/two-rows/bare' },
-  { label: 'default: two inserts through TransactionHost.manager', path: '/bench/two-rows/idempotent' },
+  { label: 'bare: two inserts through IdempotencyTransactionHost.manager', path: '/bench/two-rows/bare' },
+  { label: 'default: two inserts through IdempotencyTransactionHost.manager', path: '/bench/two-rows/idempotent' },
 ] as const;
 
 const COMMAND_LINE = {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
-import { TransactionHost } from '../src/idempotency/index.js';
+import { IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import type { CreateOrderDto } from '../src/demo/orders/dto/create-order.dto.js';
 import { Shipment } from '../src/demo/fulfilment/shipment.entity.js';
 import { Order, toOrderView, type OrderView } from '../src/demo/orders/order.entity.js';
@@ -8,7 +8,7 @@ import { BENCH_TENANT } from './bare-order-transaction.js';
 
 /**
  * The shape most handlers have: two rows, each written on its own through
- * `TransactionHost.manager` (the order, then a row that refers to it, here
+ * `IdempotencyTransactionHost.manager` (the order, then a row that refers to it, here
  * its shipment), with no module API in between. Inside an `@Idempotent()`
  * request each insert is a unit of the request's transaction, behind a
  * savepoint of its own; the demo's order write instead adds its second row
@@ -18,7 +18,7 @@ import { BENCH_TENANT } from './bare-order-transaction.js';
 export class TwoRowOrder {
   constructor(
     private readonly dataSource: DataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
   ) {}
 
   /** The two inserts in the current transaction: the request's inside an `@Idempotent()` route. */

@@ -4,7 +4,7 @@
 //
 // One build per process. An app can load both builds: its ES modules import the package while a CommonJS
 // dependency or test helper requires it. Two copies of the library would mean two IdempotencyModule and
-// TransactionHost classes (injection tokens that do not match), two sets of Symbol tokens, AsyncLocalStorage
+// IdempotencyTransactionHost classes (injection tokens that do not match), two sets of Symbol tokens, AsyncLocalStorage
 // instances and WeakMaps, and a transaction opened by one copy that the other cannot see. So each entry point
 // hands out the build that was loaded first in the process, which it records under a global Symbol.for() key;
 // the other build's entry points hand out that one's modules (require() of ES modules, which Node 20.19+ has,

@@ -45,7 +45,7 @@ async function differingExports(first: 'esm' | 'cjs'): Promise<Record<string, st
  * An app can load both builds of the package: its ES modules import it while
  * a CommonJS dependency or test helper requires it. Whichever loads first is
  * the one both hand out (scripts/lib-entries.mjs), so there is one
- * IdempotencyModule, one TransactionHost, one set of tokens and one
+ * IdempotencyModule, one IdempotencyTransactionHost, one set of tokens and one
  * AsyncLocalStorage of the request's transaction.
  */
 describe('an app that loads both builds of the package', () => {
@@ -94,10 +94,10 @@ describe('an app that loads both builds of the package', () => {
       class Notes {
         constructor(
           @Inject(getRepositoryToken(Note)) private readonly repository: Repository<Note>,
-          @Inject(cjs.TransactionHost) private readonly tx: InstanceType<Library['TransactionHost']>,
+          @Inject(cjs.IdempotencyTransactionHost) private readonly tx: InstanceType<Library['IdempotencyTransactionHost']>,
         ) {}
 
-        /** One write through the CommonJS build's TransactionHost, one through the injected repository (the join). */
+        /** One write through the CommonJS build's IdempotencyTransactionHost, one through the injected repository (the join). */
         async write(label: string) {
           await this.tx.manager.insert(Note, { label, via: 'transaction-host' });
           await this.repository.insert({ label, via: 'repository' });
@@ -145,7 +145,7 @@ describe('an app that loads both builds of the package', () => {
       expect(await count('once')).toBe(2);
     });
 
-    it('rolls back the writes joined through the CommonJS TransactionHost and the repository when the handler throws', async () => {
+    it('rolls back the writes joined through the CommonJS IdempotencyTransactionHost and the repository when the handler throws', async () => {
       expect((await post('dual-2', { label: 'thrown', fail: true })).status).toBe(500);
       expect(await count('thrown')).toBe(0);
     });

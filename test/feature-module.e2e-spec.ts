@@ -10,7 +10,7 @@ import {
   idempotencyMigrations,
   InjectIdempotencyOptions,
   type ResolvedIdempotencyOptions,
-  TransactionHost,
+  IdempotencyTransactionHost,
 } from '../src/idempotency/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
@@ -20,7 +20,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 @Injectable()
 class Notes {
   constructor(
-    private readonly tx: TransactionHost,
+    private readonly tx: IdempotencyTransactionHost,
     readonly events: IdempotencyEvents,
     readonly reaper: IdempotencyReaper,
     @InjectIdempotencyOptions() readonly options: ResolvedIdempotencyOptions,

@@ -8,7 +8,7 @@ import {
   IdempotencyConfigurationError,
   type IdempotencyEvent,
   SkipIdempotency,
-  TransactionHost,
+  IdempotencyTransactionHost,
 } from '../src/idempotency/index.js';
 import { idempotencyApolloPlugin, IdempotencyGraphqlModule } from '../src/idempotency/graphql/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
@@ -42,7 +42,7 @@ class Postings {
   calls = 0;
   failNext: Error | undefined;
 
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   async post(label: string): Promise<Posting> {
     this.calls++;

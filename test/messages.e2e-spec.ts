@@ -5,7 +5,7 @@ import { EventPattern, Payload } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Idempotent, IdempotencyEvents, type IdempotencyEvent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyEvents, type IdempotencyEvent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import { JetStreamTransport } from '../src/idempotency/nats/index.js';
 import { IdempotencyMessagingModule } from '../src/idempotency/messaging/index.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
@@ -32,7 +32,7 @@ class MessageLedger {
   /** Failures still to throw, after writing. */
   failures = 0;
 
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   async write(message: EntryMessage): Promise<{ entry: number }> {
     this.calls++;

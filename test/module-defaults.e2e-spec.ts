@@ -2,7 +2,7 @@ import { Body, Controller, type DynamicModule, Logger, Post } from '@nestjs/comm
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions, IdempotencyRecord, idempotencyMigrations, InjectIdempotencyOptions, type ResolvedIdempotencyOptions, TransactionHost } from '../src/idempotency/index.js';
+import { Idempotent, IdempotencyConfigurationError, IdempotencyModule, type IdempotencyModuleOptions, IdempotencyRecord, idempotencyMigrations, InjectIdempotencyOptions, type ResolvedIdempotencyOptions, IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import { IdempotencyOutboxModule, Outbox } from '../src/idempotency/outbox/index.js';
 import { startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA } from './support/ledger-app.js';
@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database.j
 @Controller('notes')
 class NotesController {
   constructor(
-    private readonly tx: TransactionHost,
+    private readonly tx: IdempotencyTransactionHost,
     private readonly outbox: Outbox,
     @InjectIdempotencyOptions() readonly options: ResolvedIdempotencyOptions,
   ) {}

@@ -2,7 +2,7 @@ import { Body, Controller, Post } from '@nestjs/common';
 import { AssertionError } from 'node:assert';
 import pg from 'pg';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { TransactionHost } from '../src/idempotency/index.js';
+import { IdempotencyTransactionHost } from '../src/idempotency/index.js';
 import { assertIdempotentRoute, createScratchDatabase, type ScratchDatabase } from '../src/testing/index.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { LEDGER_SCHEMA, ledgerAppModules } from './support/ledger-app.js';
@@ -29,7 +29,7 @@ class FailingMigration1764500000001 implements MigrationInterface {
 /** A route that writes without `@Idempotent()`: what the kit must catch. */
 @Controller('unprotected')
 class UnprotectedController {
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   @Post()
   async create(@Body() body: { label: string }) {

@@ -281,7 +281,7 @@ describe.each(HTTP_ADAPTERS)('ordinary user code with the default options (%s)',
       expect(lateErrors).toEqual([]);
     });
 
-    it('keeps the flushes of a timer started with TransactionHost.outside() out of the request that started it', async () => {
+    it('keeps the flushes of a timer started with IdempotencyTransactionHost.outside() out of the request that started it', async () => {
       lateErrors.length = 0;
       const label = unique('detached');
       const failing = post(one, 'audit/detached', label, { label, holdMs: 300, fail: true });

@@ -115,7 +115,7 @@ describe.each(HTTP_ADAPTERS)('business writes join the transaction (%s)', (adapt
     expect(await recordOf(key)).toBeUndefined();
   });
 
-  it('lets a handler write outside the transaction on purpose, with TransactionHost.outside()', async () => {
+  it('lets a handler write outside the transaction on purpose, with IdempotencyTransactionHost.outside()', async () => {
     const label = unique('outside');
     expect((await post('/writes/outside', newKey(), { label })).status).toBe(500);
     expect(await notesLabelled(label)).toBe(1);

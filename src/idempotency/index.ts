@@ -21,7 +21,7 @@ export type {
 } from './options/idempotency.options.js';
 export type { EncryptionKey } from './records/encryption-keys.js';
 export type { FingerprintFields } from './fingerprint/request-fingerprint.js';
-export { TransactionHost } from './transactions/transaction-host.js';
+export { IdempotencyTransactionHost } from './transactions/transaction-host.js';
 export { IdempotencyRecord, type IdempotencyRecordStatus } from './records/idempotency-record.entity.js';
 export { idempotencyMigrations } from '../../migrations/index.js';
 export { REPLAYED_HEADER } from './outcome/recorded-outcome.js';

@@ -226,7 +226,7 @@ describe('what the app’s own transactions promise, inside an idempotent reques
   });
 
   describe('a transaction of its own', () => {
-    it('commits a transaction() started with TransactionHost.outside() even when the request then fails', async () => {
+    it('commits a transaction() started with IdempotencyTransactionHost.outside() even when the request then fails', async () => {
       const labels = { with: uniqueLabel('outside-with'), without: uniqueLabel('outside-without') };
       const answers = await bothTwins('outside', (twin) => ({ label: labels[twin] }));
       expect(answers.map((answer) => answer.status)).toEqual([500, 500]);

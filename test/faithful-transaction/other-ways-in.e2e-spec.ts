@@ -232,7 +232,7 @@ describe('other ways to the request’s connection', () => {
     expect([withModule.status, without.status]).toEqual([201, 201]);
     expect(without.body.pool).toBe('written');
     expect(withModule.body.pool.name).toBe('PoolConnectionRefusedError');
-    expect(withModule.body.pool.message).toContain('TransactionHost.outside(');
+    expect(withModule.body.pool.message).toContain('IdempotencyTransactionHost.outside(');
     expect(await eventually(async () => (await rows(labels.with, `step = 'after the request'`)) === 1, 2000), 'the write after the request committed').toBe(true);
   });
 

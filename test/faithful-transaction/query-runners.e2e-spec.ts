@@ -281,7 +281,7 @@ describe('QueryRunners and streams of the handler’s own', () => {
     // Without the module the request's change committed at once, and the other connection found the row free.
     expect([without.status, without.body]).toEqual([201, { outside: 'written' }]);
     expect([withModule.status, withModule.body.outside]).toEqual([201, 'LockHeldByRequestError']);
-    expect(withModule.body.message).toContain('TransactionHost.outside()');
+    expect(withModule.body.message).toContain('IdempotencyTransactionHost.outside()');
     expect(await rows(label.with, `step = 'by the request'`)).toBe(1);
   });
 

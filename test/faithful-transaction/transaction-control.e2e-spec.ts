@@ -211,13 +211,13 @@ describe('statements that end, escape or reshape the request’s transaction', (
     it.each([
       ["PREPARE TRANSACTION 'nest-idempotency'", 'PREPARE TRANSACTION'],
       ['DISCARD ALL', 'DISCARD ALL'],
-    ])('refuses %s where the handler catches it, naming it and TransactionHost.outside(), and goes on', async (sql, named) => {
+    ])('refuses %s where the handler catches it, naming it and IdempotencyTransactionHost.outside(), and goes on', async (sql, named) => {
       const label = labels('caught');
       const [withModule, without] = await Promise.all(TWINS.map((twin) => send(app, 'caught', twin, { label: label[twin], sql })));
       expect([withModule.status, without.status]).toEqual([201, 201]);
       expect(withModule.body.failure.name).toBe('StatementRefusedError');
       expect(withModule.body.failure.message).toContain(named);
-      expect(withModule.body.failure.message).toContain('TransactionHost.outside(');
+      expect(withModule.body.failure.message).toContain('IdempotencyTransactionHost.outside(');
       for (const twin of TWINS) expect(await rows(label[twin], `step = 'after'`)).toBe(1);
     });
 
@@ -236,7 +236,7 @@ describe('statements that end, escape or reshape the request’s transaction', (
       const label = uniqueLabel('own-transaction');
       const answer = await send(app, 'caught', 'with', { label, sql });
       expect(answer.body.failure.message).toContain(refusal);
-      expect(answer.body.failure.message).toContain('TransactionHost.outside(');
+      expect(answer.body.failure.message).toContain('IdempotencyTransactionHost.outside(');
     });
   });
 

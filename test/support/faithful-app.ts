@@ -87,7 +87,7 @@ export const TWINS: readonly Twin[] = ['with', 'without'];
 /** What a handler reaches the database and the module by, as an app's services would be injected with. */
 export interface HandlerContext {
   dataSource: DataSource;
-  tx: InstanceType<Library['TransactionHost']>;
+  tx: InstanceType<Library['IdempotencyTransactionHost']>;
   /** The `@InjectRepository(entity)` repository. */
   repository<T extends ObjectLiteral>(entity: EntityTarget<T>): Repository<T>;
   get<T>(token: Type<T>): T;
@@ -143,7 +143,7 @@ function pairedController(route: PairedRoute): Type {
 
     private context(): HandlerContext {
       const get = <T>(token: unknown) => this.moduleRef.get<T>(token as Type<T>, { strict: false });
-      return { dataSource: get(getDataSourceToken()), tx: get(lib.TransactionHost), repository: (entity) => get(getRepositoryToken(entity as Type)), get };
+      return { dataSource: get(getDataSourceToken()), tx: get(lib.IdempotencyTransactionHost), repository: (entity) => get(getRepositoryToken(entity as Type)), get };
     }
   }
   Object.defineProperty(PairedController, 'name', { value: `PairedController(${route.path})` });

@@ -14,12 +14,12 @@ import {
 } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Readable } from 'node:stream';
-import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, IdempotencyTransactionHost } from '../../src/idempotency/index.js';
 import { IdempotencyPhasesModule, PhasedClaim, PhasedOperation, type Phases } from '../../src/idempotency/phases/index.js';
 
 /**
  * A small app to drive the module through: every handler writes an entry
- * through TransactionHost, so a test can count how often it really ran.
+ * through IdempotencyTransactionHost, so a test can count how often it really ran.
  */
 @Injectable()
 export class Ledger {
@@ -32,7 +32,7 @@ export class Ledger {
   readonly script: Array<{ delayMs?: number; fail?: HttpException | Error; commitDelayMs?: number; failAtCommit?: boolean }> = [];
   calls = 0;
 
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   async write(label: string): Promise<{ entry: number; label: string }> {
     this.calls++;
@@ -129,7 +129,7 @@ export class ShapedTransfer implements PhasedOperation<EntryBody, Transfer> {
 /** One local phase that locks a row of `ledger_locks` first: a test holding that row stalls the phase, the record locked. */
 @PhasedOperation('locked-transfer')
 export class LockedTransfer implements PhasedOperation<EntryBody, { label: string }> {
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   async run(input: EntryBody, phases: Phases) {
     return phases.local('locked', async () => {

@@ -1,7 +1,7 @@
 import { Body, Controller, HttpException, Injectable, Module, Post } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, TransactionHost } from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyModule, IdempotencyRecord, idempotencyMigrations, type IdempotencyModuleOptions, IdempotencyTransactionHost } from '../../src/idempotency/index.js';
 import { IdempotencyOutboxModule, type NewOutboxEvent, Outbox, type OutboxMessage, type OutboxModuleOptions, type OutboxPublisher, OutboxPublisherUnavailableError } from '../../src/idempotency/outbox/index.js';
 import { tenantFromHeader } from './ledger-app.js';
 
@@ -63,7 +63,7 @@ export const UNSTORABLE_EVENTS: ReadonlyArray<readonly [field: string, event: Ne
 @Injectable()
 export class EventfulLedger {
   constructor(
-    private readonly tx: TransactionHost,
+    private readonly tx: IdempotencyTransactionHost,
     private readonly outbox: Outbox,
   ) {}
 

@@ -4,7 +4,7 @@ import { InjectDataSource, InjectRepository, TypeOrmModule } from '@nestjs/typeo
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn, QueryFailedError, Repository } from 'typeorm';
-import { Idempotent, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyRecord, idempotencyMigrations, IdempotencyTransactionHost } from '../../src/idempotency/index.js';
 import { Outbox } from '../../src/idempotency/outbox/index.js';
 import type { HttpAdapterName } from '../../src/demo/http/http-setup.js';
 
@@ -61,7 +61,7 @@ abstract class AuditWriter implements OnModuleDestroy {
 
   constructor(
     private readonly rows: Repository<UserRow>,
-    protected readonly tx: TransactionHost,
+    protected readonly tx: IdempotencyTransactionHost,
   ) {}
 
   protected abstract startTimer(flush: () => void): NodeJS.Timeout;
@@ -89,7 +89,7 @@ abstract class AuditWriter implements OnModuleDestroy {
 /** Starts its timer wherever the first row is added: inside a request, it inherits the request's context. */
 @Injectable()
 export class InheritingAuditWriter extends AuditWriter {
-  constructor(@InjectRepository(UserRow) rows: Repository<UserRow>, tx: TransactionHost) {
+  constructor(@InjectRepository(UserRow) rows: Repository<UserRow>, tx: IdempotencyTransactionHost) {
     super(rows, tx);
   }
 
@@ -98,10 +98,10 @@ export class InheritingAuditWriter extends AuditWriter {
   }
 }
 
-/** Starts its timer with `TransactionHost.outside()`: its flushes never join a request's transaction. */
+/** Starts its timer with `IdempotencyTransactionHost.outside()`: its flushes never join a request's transaction. */
 @Injectable()
 export class DetachedAuditWriter extends AuditWriter {
-  constructor(@InjectRepository(UserRow) rows: Repository<UserRow>, tx: TransactionHost) {
+  constructor(@InjectRepository(UserRow) rows: Repository<UserRow>, tx: IdempotencyTransactionHost) {
     super(rows, tx);
   }
 

@@ -2,7 +2,7 @@ import { Body, Controller, Inject, Injectable, Module, Param, Post, type Type } 
 import { getDataSourceToken, getEntityManagerToken, getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Column, DataSource, EntityManager, Entity, PrimaryGeneratedColumn, Repository } from 'typeorm';
-import { Idempotent, IdempotencyReaper, IdempotencyRecord, idempotencyMigrations, TransactionHost } from '../../src/idempotency/index.js';
+import { Idempotent, IdempotencyReaper, IdempotencyRecord, idempotencyMigrations, IdempotencyTransactionHost } from '../../src/idempotency/index.js';
 import { IdempotencyPhasesModule, PhasedClaim, PhasedOperation, type Phases } from '../../src/idempotency/phases/index.js';
 
 /** A row written by one of the ways Nest code writes through TypeORM. */
@@ -61,7 +61,7 @@ export interface NoteWriterApi {
 /**
  * Builds the test app's module for one connection: a writer with each write
  * path (an injected repository, the injected EntityManager, the DataSource's
- * manager, repositories and raw queries, TransactionHost), idempotent routes
+ * manager, repositories and raw queries, IdempotencyTransactionHost), idempotent routes
  * that write through a chosen path and then fail or succeed, and unprotected
  * ones to show that nothing changes outside an idempotent request.
  */
@@ -76,7 +76,7 @@ export function writePathsApp(connection?: string): WritePathsApp {
       @Inject(getRepositoryToken(WrittenNote, connection)) private readonly notes: Repository<WrittenNote>,
       @Inject(getEntityManagerToken(connection)) private readonly manager: EntityManager,
       @Inject(getDataSourceToken(connection)) readonly dataSource: DataSource,
-      readonly tx: TransactionHost,
+      readonly tx: IdempotencyTransactionHost,
     ) {}
 
     async write(path: WritePath, label: string): Promise<void> {
@@ -176,7 +176,7 @@ export function writePathsApp(connection?: string): WritePathsApp {
       throw new Error('failed, leaving a write behind');
     }
 
-    /** Starts a write through TransactionHost.manager it does not await: the request's transaction has ended by then. */
+    /** Starts a write through IdempotencyTransactionHost.manager it does not await: the request's transaction has ended by then. */
     @Post('late-host')
     @Idempotent()
     lateHost(@Body() body: NoteBody) {

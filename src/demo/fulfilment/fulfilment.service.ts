@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { TransactionHost } from '../../idempotency/index.js';
+import { IdempotencyTransactionHost } from '../../idempotency/index.js';
 import type { OrderView } from '../orders/order.entity.js';
 import { Shipment, toShipmentView, type ShipmentView } from './shipment.entity.js';
 
 @Injectable()
 export class FulfilmentService {
-  constructor(private readonly tx: TransactionHost) {}
+  constructor(private readonly tx: IdempotencyTransactionHost) {}
 
   /** One shipment for the order: inside an idempotent message handler, in its transaction. */
   async ship(order: OrderView): Promise<ShipmentView> {

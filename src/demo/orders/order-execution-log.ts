@@ -11,7 +11,7 @@ const POOL_SIZE = 2;
  * request then commits or rolls back (the chaos run counts executions per
  * operation from it).
  *
- * It writes through a pool of its own. `TransactionHost.outside()` would
+ * It writes through a pool of its own. `IdempotencyTransactionHost.outside()` would
  * commit it on its own too, on the app's pool; but the request waits for
  * the write while it holds one of that pool's connections, and once every
  * connection is held by such a request, each waits for another for good.

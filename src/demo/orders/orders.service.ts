@@ -1,5 +1,5 @@
 import { BadRequestException, Injectable } from '@nestjs/common';
-import { TransactionHost } from '../../idempotency/index.js';
+import { IdempotencyTransactionHost } from '../../idempotency/index.js';
 import { Outbox } from '../../idempotency/outbox/index.js';
 import { Shipment, toShipmentView, type ShipmentView } from '../fulfilment/shipment.entity.js';
 import type { CreateOrderDto } from './dto/create-order.dto.js';
@@ -19,7 +19,7 @@ export interface OrderPage {
 @Injectable()
 export class OrdersService {
   constructor(
-    private readonly tx: TransactionHost,
+    private readonly tx: IdempotencyTransactionHost,
     private readonly outbox: Outbox,
   ) {}
 

@@ -1,5 +1,5 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { TransactionHost } from '../../idempotency/index.js';
+import { IdempotencyTransactionHost } from '../../idempotency/index.js';
 import { Outbox } from '../../idempotency/outbox/index.js';
 import { PAYMENT_CAPTURED } from '../orders/order-events.js';
 import { Order } from '../orders/order.entity.js';
@@ -15,7 +15,7 @@ export interface NewPayment {
 @Injectable()
 export class PaymentsService {
   constructor(
-    private readonly tx: TransactionHost,
+    private readonly tx: IdempotencyTransactionHost,
     private readonly outbox: Outbox,
   ) {}
 

@@ -326,17 +326,17 @@ export class UnitFailedWithoutSavepointError extends Error {
  * A database call from an idempotent request's async context once its
  * transaction has ended, on any path: an injected repository or
  * EntityManager, `dataSource.query()`, a query builder, `transaction()`,
- * `TransactionHost.manager`, `Outbox.add()`. It would commit on its own,
+ * `IdempotencyTransactionHost.manager`, `Outbox.add()`. It would commit on its own,
  * after the request answered (or rolled back), so it is refused, as a write
  * on a closed EntityManager is. Work meant to outlive the request starts
- * with `TransactionHost.outside()`.
+ * with `IdempotencyTransactionHost.outside()`.
  */
 export class TransactionClosedError extends Error {
   constructor() {
     super(
       'This database call comes from work started inside an @Idempotent() request (a timer, a promise the handler did not await), ' +
         'and that request\'s transaction has already ended: it would commit on its own, after the request answered. ' +
-        'Await it inside the handler, or start it with TransactionHost.outside() to commit it on its own.',
+        'Await it inside the handler, or start it with IdempotencyTransactionHost.outside() to commit it on its own.',
     );
     this.name = 'TransactionClosedError';
   }
@@ -368,7 +368,7 @@ export class PoolConnectionRefusedError extends Error {
     super(
       'A connection taken from the pool (driver.master.connect(), pool.query(), obtainMasterConnection()) inside an @Idempotent() request would be a connection of its own: ' +
         'its writes would commit apart from the request (a retry after a failure would write them again), and its locks would wait on the request\'s. ' +
-        'Write through the DataSource (dataSource.query(), a repository, dataSource.createQueryRunner()), which joins the request; for a connection of its own, take it inside TransactionHost.outside(() => …).',
+        'Write through the DataSource (dataSource.query(), a repository, dataSource.createQueryRunner()), which joins the request; for a connection of its own, take it inside IdempotencyTransactionHost.outside(() => …).',
     );
     this.name = 'PoolConnectionRefusedError';
   }
@@ -410,7 +410,7 @@ export class IdempotencyPrivilegeError extends Error {
 }
 
 /**
- * A statement on a connection of its own (`TransactionHost.outside()`, a
+ * A statement on a connection of its own (`IdempotencyTransactionHost.outside()`, a
  * REQUIRES_NEW transaction of the app's transaction library), started
  * inside an `@Idempotent()` request, waited for a lock that the request's
  * own transaction holds: the request waits for its handler, and the
@@ -423,7 +423,7 @@ export class LockHeldByRequestError extends Error {
     readonly cause: unknown,
   ) {
     super(
-      `A statement on a connection of its own (TransactionHost.outside(), or a REQUIRES_NEW transaction) waited for a lock that its own @Idempotent() request holds, ` +
+      `A statement on a connection of its own (IdempotencyTransactionHost.outside(), or a REQUIRES_NEW transaction) waited for a lock that its own @Idempotent() request holds, ` +
         `and was cancelled: the request waits for its handler, and the handler for this statement (${statement.slice(0, 120)}). ` +
         'Make the write inside the request (without outside()), or before the request takes that lock.',
     );

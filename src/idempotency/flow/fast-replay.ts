@@ -11,7 +11,7 @@ import { replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { poolReadOf } from '../driver/pool-reader.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 
 /** The most keys one look-up statement asks for. */
 const MAX_KEYS_PER_LOOK_UP = 100;
@@ -33,7 +33,7 @@ export class FastReplay {
   constructor(
     private readonly replays: ReplayLikelihood,
     private readonly outcomes: OutcomeCodec,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,

@@ -12,7 +12,7 @@ import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 import { HandlerAbandonedError, HandlerRun, HandlerStillRunningError, lastValueUnlessAbandoned, settlesWithin } from './handler-run.js';
 import type { FlowCall } from './one-transaction.terms.js';
 import { RequestTransaction } from '../transactions/request-transaction.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { ownQueryRunner } from '../transactions/transaction-join.js';
 import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
@@ -28,7 +28,7 @@ export const HANDLER_SAVEPOINT = 'idempotency_claim';
 @Injectable()
 export class HandlerInTransaction {
   constructor(
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly libraries: TransactionLibraries,
     private readonly served: IdempotencyDataSource,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,

@@ -9,7 +9,7 @@ import { trackHandlerCalls } from './tracked-handlers.js';
 /**
  * Makes a route idempotent: retries with the same `Idempotency-Key` run the
  * handler once and replay its outcome. The handler's writes through
- * `TransactionHost` share one transaction with the claim and the outcome.
+ * `IdempotencyTransactionHost` share one transaction with the claim and the outcome.
  * On a GraphQL `@Mutation()` resolver, the same for the mutation field, with
  * the key from its `idempotencyKey` argument or the header; it is refused on
  * queries, subscriptions and field resolvers.

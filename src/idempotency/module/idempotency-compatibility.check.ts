@@ -4,7 +4,7 @@ import { IdempotencyDataSource } from '../transactions/idempotency-data-source.j
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { retriedOnLostConnection } from '../driver/database-errors.js';
 import { SUPPORTED_RANGES, versionsFound } from './supported-versions.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 
 const BACKEND = 'SELECT pg_backend_pid() AS pid';
 /** How long a statement may take: one that waits for a pool connection of its own (which a pool of one never frees while the check holds its connection) did not join. */
@@ -37,7 +37,7 @@ const JOINED_PATHS: ReadonlyArray<readonly [path: string, askBackend: (dataSourc
 export class IdempotencyCompatibilityCheck implements OnModuleInit {
   constructor(
     private readonly served: IdempotencyDataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -59,7 +59,7 @@ export class IdempotencyCompatibilityCheck implements OnModuleInit {
     if (!dataSource.isInitialized) return [];
     const runner = dataSource.createQueryRunner();
     try {
-      // After an await: TransactionHost, which this depends on, has joined the DataSource in its own onModuleInit by then.
+      // After an await: IdempotencyTransactionHost, which this depends on, has joined the DataSource in its own onModuleInit by then.
       await runner.connect();
       await runner.startTransaction();
       const own = backendOf(await runner.query(BACKEND));

@@ -28,12 +28,12 @@ import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReplayCache } from '../flow/replay-cache.js';
 import { ReplayLikelihood } from '../flow/replay-likelihood.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
 /**
  * Import once, after TypeOrmModule: `IdempotencyModule.forRoot({ tenant: (req) => req.user?.tenantId })`.
- * It is global, so `@Idempotent()` and `TransactionHost` work in every module.
+ * It is global, so `@Idempotent()` and `IdempotencyTransactionHost` work in every module.
  * `dataSource: 'main'` serves a named connection instead of the default one.
  * At startup it checks its table, and fails the boot when the migration in
  * `idempotencyMigrations` has not run.
@@ -44,7 +44,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, useFactory: resolveModuleOptions, inject: [IDEMPOTENCY_MODULE_OPTIONS] },
     IdempotencyDataSource,
     IdempotencyTables,
-    TransactionHost,
+    IdempotencyTransactionHost,
     TransactionLibraries,
     IdempotencyEvents,
     IdempotencyEventLog,
@@ -80,7 +80,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
   // What apps inject, the one provider that the interceptors of @Idempotent() need (Nest builds them in the module
   // of each controller that uses them, from what that module can see), the tables the outbox and the admin name,
   // and what the feature modules (messaging, GraphQL, phases) register with and build on.
-  exports: [TransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables, IdempotencyExtensions, IdempotencyDataSource, OutcomeCodec],
+  exports: [IdempotencyTransactionHost, IdempotencyEvents, IdempotencyReaper, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyFacade, IdempotencyTables, IdempotencyExtensions, IdempotencyDataSource, OutcomeCodec],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule implements OnModuleInit {
   constructor(private readonly modules: ModulesContainer) {

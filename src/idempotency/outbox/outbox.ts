@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import { hashKey } from '../events/idempotency-events.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { ResolvedOutboxOptions } from './outbox.options.js';
 import { OutboxStatements } from './outbox.store.js';
@@ -29,14 +29,14 @@ export class OutboxOutsideTransactionError extends Error {
   constructor() {
     super(
       'outbox.add() needs a transaction: call it inside an @Idempotent() handler or a phase of a phased operation, ' +
-        'or inside your own transaction through TransactionHost.run(manager, () => outbox.add(...)).',
+        'or inside your own transaction through IdempotencyTransactionHost.run(manager, () => outbox.add(...)).',
     );
     this.name = 'OutboxOutsideTransactionError';
   }
 }
 
 /**
- * Writes events in the current transaction (`TransactionHost.manager`), so
+ * Writes events in the current transaction (`IdempotencyTransactionHost.manager`), so
  * an event commits exactly when the change it announces does; the relay
  * delivers it afterwards, at least once.
  *
@@ -46,7 +46,7 @@ export class OutboxOutsideTransactionError extends Error {
  * wherever it is published from, and consumers deduplicate on it.
  *
  * @example
- * constructor(private readonly tx: TransactionHost, private readonly outbox: Outbox) {}
+ * constructor(private readonly tx: IdempotencyTransactionHost, private readonly outbox: Outbox) {}
  * async create(dto: CreateOrderDto) {
  *   const order = await this.tx.manager.save(Order, dto);
  *   await this.outbox.add({ type: 'order.created', payload: order, key: order.id });
@@ -55,7 +55,7 @@ export class OutboxOutsideTransactionError extends Error {
 @Injectable()
 export class Outbox {
   constructor(
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly tables: IdempotencyTables,
     @Inject(RESOLVED_OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
@@ -88,7 +88,7 @@ export class Outbox {
       rows = await manager.query(statement.text, statement.values);
     }
     if (rows.length === 0) {
-      throw new Error(`outbox.add() ran in a transaction that cannot see the idempotency record of ${operation?.id.operation}: add events through TransactionHost.manager's transaction.`);
+      throw new Error(`outbox.add() ran in a transaction that cannot see the idempotency record of ${operation?.id.operation}: add events through IdempotencyTransactionHost.manager's transaction.`);
     }
     return rows[0].id;
   }

@@ -8,7 +8,7 @@ import { type AbandonedRow, LeaseStatements } from '../records/record.statements
 import type { RecordId } from '../records/stored-record.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { type AbandonedClaim, LeaseStore } from './lease.store.js';
 import { OperationRegistry } from './operation-registry.js';
 import { OperationRunner } from './operation.runner.js';
@@ -52,7 +52,7 @@ export class AbandonedClaimsCompleter {
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly leases: LeaseStore,
     private readonly runner: OperationRunner,
     private readonly operations: OperationRegistry,

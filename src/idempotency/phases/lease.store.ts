@@ -5,7 +5,7 @@ import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, 
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 
 /** Something that runs SQL: the pool (autocommit) or a QueryRunner in a transaction. */
@@ -52,7 +52,7 @@ export class LeaseStore {
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly outcomes: OutcomeCodec,
   ) {}
 

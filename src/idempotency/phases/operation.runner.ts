@@ -6,7 +6,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { captureError, successOutcome } from '../outcome/outcome-capture.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import type { ResumeInfo } from '../records/stored-record.js';
 import { LeaseStore } from './lease.store.js';
 import type { PhasedOperation } from './phased-operation.js';
@@ -37,7 +37,7 @@ export class OperationRunner {
   constructor(
     private readonly leases: LeaseStore,
     private readonly served: IdempotencyDataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 

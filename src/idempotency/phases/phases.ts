@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { CurrentOperation } from '../transactions/current-operation.js';
 import type { RecordId } from '../records/stored-record.js';
-import type { TransactionHost } from '../transactions/transaction-host.js';
+import type { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { ownQueryRunner } from '../transactions/transaction-join.js';
 import type { LeaseStore } from './lease.store.js';
 
@@ -45,7 +45,7 @@ export class Phases {
     private readonly ownership: Ownership,
     private readonly leases: LeaseStore,
     private readonly dataSource: DataSource,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
   ) {}
 
   /** Aborted when this owner loses the lease, or the reaper stops it; pass it to long calls. */
@@ -56,7 +56,7 @@ export class Phases {
   /**
    * Runs database work in a transaction of its own, which also advances the
    * recovery point and stores the result: both commit, or neither. Inside
-   * `work`, `TransactionHost.manager` is that transaction, and writes through
+   * `work`, `IdempotencyTransactionHost.manager` is that transaction, and writes through
    * injected repositories and the DataSource join it.
    */
   async local<T>(phase: string, work: () => Promise<T>): Promise<T> {

@@ -8,7 +8,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { ReaperStatements } from '../records/record.statements.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReaperSchedule } from './reaper-schedule.js';
-import { TransactionHost } from '../transactions/transaction-host.js';
+import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 
 /** What one reaper pass did. */
 export interface ReapResult {
@@ -65,7 +65,7 @@ export class IdempotencyReaper implements OnApplicationBootstrap, BeforeApplicat
   constructor(
     private readonly served: IdempotencyDataSource,
     private readonly tables: IdempotencyTables,
-    private readonly transactions: TransactionHost,
+    private readonly transactions: IdempotencyTransactionHost,
     private readonly events: IdempotencyEvents,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
     private readonly moduleRef: ModuleRef,

@@ -140,7 +140,7 @@ export class CommitScopedState {
       `${what} inside an @Idempotent() request joins the request's ${this.isolation} transaction as a savepoint, and PostgreSQL cannot raise ` +
         `the isolation level of a running transaction. Give the route the level it needs: @Idempotent({ isolation: '${asked}' }), ` +
         `or set isolationLevel on the DataSource for every request; or run it in a transaction of its own with ` +
-        `TransactionHost.outside(() => dataSource.transaction('${asked}', …)), which then commits apart from the recorded outcome.`,
+        `IdempotencyTransactionHost.outside(() => dataSource.transaction('${asked}', …)), which then commits apart from the recorded outcome.`,
     );
   }
 

@@ -26,7 +26,7 @@ const QUERY_CANCELED = '57014';
 
 /**
  * A request's handler that awaits work on a connection of its own
- * (`TransactionHost.outside()`) makes the request's connection wait on
+ * (`IdempotencyTransactionHost.outside()`) makes the request's connection wait on
  * itself when that work needs a lock the request holds: PostgreSQL sees a
  * transaction waiting for another that is idle, never a deadlock, and
  * both wait for good. So a QueryRunner created in such work is watched:

@@ -623,4 +623,4 @@ const SQLSTATE = /^[0-9A-Z]{5}$/;
  */
 const NEEDS_ITS_OWN_TRANSACTION = new Set(['25001', '2D000']);
 const OUTSIDE_HINT =
-  ' (inside an @Idempotent() request every statement runs in the request’s transaction: run this one in a transaction of its own with TransactionHost.outside(() => dataSource.query(…)))';
+  ' (inside an @Idempotent() request every statement runs in the request’s transaction: run this one in a transaction of its own with IdempotencyTransactionHost.outside(() => dataSource.query(…)))';

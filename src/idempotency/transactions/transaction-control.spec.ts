@@ -54,11 +54,11 @@ describe('what a statement of the app’s does to the request’s transaction', 
     ['DISCARD ALL', 'DISCARD ALL'],
     ['INSERT INTO t VALUES (1); COMMIT', 'several statements'],
     ['BEGIN; INSERT INTO t VALUES (1); COMMIT;', 'several statements'],
-  ])('refuses %s, naming it and TransactionHost.outside()', (sql, named) => {
+  ])('refuses %s, naming it and IdempotencyTransactionHost.outside()', (sql, named) => {
     const effect = effectOf(sql);
     expect(effect?.kind).toBe('refused');
     expect(effect && 'reason' in effect && effect.reason).toContain(named);
-    expect(effect && 'reason' in effect && effect.reason).toMatch(/TransactionHost\.outside|separate queries/);
+    expect(effect && 'reason' in effect && effect.reason).toMatch(/IdempotencyTransactionHost\.outside|separate queries/);
   });
 
   it.each([

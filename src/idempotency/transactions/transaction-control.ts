@@ -34,7 +34,7 @@ const ISOLATION_LEVELS: Record<string, IsolationLevel> = {
   SERIALIZABLE: 'SERIALIZABLE',
 };
 
-const OUTSIDE = 'Run it in a transaction of its own: TransactionHost.outside(() => dataSource.query(…)), which commits apart from the recorded outcome.';
+const OUTSIDE = 'Run it in a transaction of its own: IdempotencyTransactionHost.outside(() => dataSource.query(…)), which commits apart from the recorded outcome.';
 
 /** The text of a statement as node-postgres takes it: a string, or an object that carries it (a query config, a cursor, a COPY stream). */
 export function statementText(query: unknown): string | undefined {

@@ -30,11 +30,11 @@ import { dataSourceOf } from './typeorm-internals.js';
  * a closed EntityManager, so that a failed request keeps nothing.
  *
  * @example
- * constructor(private readonly tx: TransactionHost) {}
+ * constructor(private readonly tx: IdempotencyTransactionHost) {}
  * create(dto: CreateOrderDto) { return this.tx.manager.save(Order, dto); }
  */
 @Injectable()
-export class TransactionHost implements OnModuleInit, OnApplicationShutdown {
+export class IdempotencyTransactionHost implements OnModuleInit, OnApplicationShutdown {
   private readonly current = new ContextSlot<EntityManager>('current transaction');
   private unjoin?: () => void;
 

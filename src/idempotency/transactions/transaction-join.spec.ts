@@ -65,7 +65,7 @@ describe('joining TypeORM paths to the current transaction (contract with TypeOR
   });
   afterEach(() => unjoin());
 
-  // TransactionHost joins only the managers of the DataSource it serves: TypeORM 1.x names it `dataSource`, 0.3 `connection`.
+  // IdempotencyTransactionHost joins only the managers of the DataSource it serves: TypeORM 1.x names it `dataSource`, 0.3 `connection`.
   it('finds the DataSource of the default manager and of a QueryRunner’s', () => {
     expect(dataSourceOf(dataSource.manager)).toBe(dataSource);
     expect(dataSourceOf(fakeRunner(dataSource).runner.manager)).toBe(dataSource);

@@ -10,7 +10,7 @@ import { pgPoolOf } from '../driver/pg-pool.js';
 type JoinableTransaction = () => QueryRunner | undefined;
 
 interface Join {
-  /** One per TransactionHost serving the DataSource (one per app, as a rule). */
+  /** One per IdempotencyTransactionHost serving the DataSource (one per app, as a rule). */
   readonly sources: Set<JoinableTransaction>;
   restore(): void;
 }
@@ -55,10 +55,10 @@ const joins = new WeakMap<DataSource, Join>();
  * Narrow on purpose: instance properties of the DataSources the module
  * serves, nothing on any prototype. Outside a transaction (`joinable`
  * returns undefined) everything runs exactly as before; inside a
- * transaction of the app's own (`TransactionHost.run()`), a new runner is
+ * transaction of the app's own (`IdempotencyTransactionHost.run()`), a new runner is
  * a connection of its own, as without the module.
  *
- * @returns the undo: once every TransactionHost that joined a DataSource has
+ * @returns the undo: once every IdempotencyTransactionHost that joined a DataSource has
  * undone its join, the DataSource is as TypeORM made it.
  */
 export function joinTransactions(dataSource: DataSource, joinable: JoinableTransaction): () => void {

@@ -2,7 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { IsolationLevel } from '../../options/idempotency.options.js';
 import type { RequestTransaction } from '../request-transaction.js';
 
-/** Runs `work`, and what it starts, with no transaction of the module's around it: `TransactionHost.outside()`. */
+/** Runs `work`, and what it starts, with no transaction of the module's around it: `IdempotencyTransactionHost.outside()`. */
 export type Outside = <T>(work: () => T) => T;
 
 /**

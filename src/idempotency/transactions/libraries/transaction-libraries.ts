@@ -3,7 +3,7 @@ import { ModulesContainer } from '@nestjs/core';
 import type { DataSource, EntityManager } from 'typeorm';
 import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import type { RequestTransaction } from '../request-transaction.js';
-import { TransactionHost } from '../transaction-host.js';
+import { IdempotencyTransactionHost } from '../transaction-host.js';
 import type { LibraryJoin, Outside } from './library-join.js';
 import { joinTypeormTransactional } from './typeorm-transactional.js';
 
@@ -28,7 +28,7 @@ export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown
 
   constructor(
     private readonly served: IdempotencyDataSource,
-    private readonly host: TransactionHost,
+    private readonly host: IdempotencyTransactionHost,
     private readonly modules: ModulesContainer,
   ) {}
 
@@ -58,7 +58,7 @@ export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown
     return run();
   }
 
-  /** After the HTTP server has closed, with TransactionHost's own join. */
+  /** After the HTTP server has closed, with IdempotencyTransactionHost's own join. */
   onApplicationShutdown(): void {
     for (const join of this.joins.splice(0)) join.undo();
   }
