@@ -1,4 +1,4 @@
-import { Module, type Type } from '@nestjs/common';
+import { Logger, Module, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
@@ -8,6 +8,7 @@ import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { OperationRegistry } from '../phases/operation-registry.js';
 import { ReplayCache } from '../flow/replay-cache.js';
+import { adminActionLine } from './admin-action-line.js';
 import { adminDatabaseOf } from './admin-database.js';
 import { documentAdminApi } from './admin-openapi.js';
 import { AdminPageFilter } from './admin-page.filter.js';
@@ -22,7 +23,7 @@ import { ReleasedKeysListener } from './released-keys.listener.js';
 
 /**
  * The admin over the DataSource IdempotencyModule serves and its tables, its statements bounded by the admin's
- * options, with its codec (plaintext read too) and its events.
+ * options, with its codec (plaintext read too), its events and their audit lines.
  */
 function adminFactory(
   served: IdempotencyDataSource,
@@ -41,6 +42,8 @@ function adminFactory(
     }
   };
   const cache = () => moduleRef.get(ReplayCache, { strict: false });
+  // The audit line of each action, in the app's log as the CLI's standard error has it.
+  const logger = new Logger('Idempotency');
   return new IdempotencyAdmin(
     adminDatabaseOf(
       () => served.dataSource,
@@ -50,7 +53,10 @@ function adminFactory(
     {
       // An operator reads what is stored, whatever `acceptPlaintext` lets requests replay.
       codec: new OutcomeCodec(options.encryption && { ...options.encryption, acceptPlaintext: true }),
-      emit: (event) => events.emit(event),
+      emit: (event) => {
+        events.emit(event);
+        logger.warn(adminActionLine(event));
+      },
       retention: options.retention,
       registered: (operation) => registry()?.get(operation) !== undefined,
       released: (id) => cache().forget(id),

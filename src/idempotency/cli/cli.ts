@@ -3,7 +3,7 @@ import { tenantScope } from '../admin/admin-access.js';
 import { AdminProblemType, AdminRefusedException } from '../admin/admin.exceptions.js';
 import type { IdempotencyAdmin } from '../admin/idempotency-admin.js';
 import type { AdminCaller, AdminPage } from '../admin/admin.types.js';
-import { adminActionLine } from '../events/admin-action-line.js';
+import { adminActionLine } from '../admin/admin-action-line.js';
 import { type CliEnvironment, connectAdmin, defaultActor, UsageError } from './cli-admin.js';
 import { parseInstant, parseRetention } from './cli-arguments.js';
 import { releaseFromCli } from './cli-release.js';

@@ -1,11 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { adminActionLine } from './admin-action-line.js';
 import { type IdempotencyEvent, IdempotencyEvents } from './idempotency-events.js';
 
 /**
  * One log line per notable outcome (conflict, mismatch, undecryptable record, takeover, commit
- * failure, reaper pass, lease expiry, an operator's action), keys hashed. The happy path (first
- * executions and replays) stays quiet.
+ * failure, reaper pass, lease expiry), keys hashed. The happy path (first executions and
+ * replays) stays quiet. An operator's action is logged by the admin (`adminActionLine`).
  */
 @Injectable()
 export class IdempotencyEventLog {
@@ -35,8 +34,6 @@ export class IdempotencyEventLog {
         return this.logger.warn(`outbox: event ${event.eventId} (${event.type}) is a dead letter after ${event.attempts} attempts: ${event.error}`);
       case 'outbox_reaped':
         return this.logger.log(`reaper: deleted ${event.deleted} settled outbox events in ${event.batches} batches, ${event.elapsedMs} ms`);
-      case 'admin_action':
-        return this.logger.warn(adminActionLine(event));
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { AdminActionEvent } from './idempotency-event.types.js';
+import type { AdminActionEvent } from '../events/idempotency-event.types.js';
 
 const DONE = { release: 'released', fail: 'marked failed', requeue: 'requeued' } as const;
 /** Event ids a line names; the rest are counted. */
