@@ -1,10 +1,48 @@
+import { Body, Controller, Module, Post } from '@nestjs/common';
 import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AttemptEvent, IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '../src/idempotency/index.js';
+import { IdempotencyPhasesModule, PhasedClaim, PhasedOperation, type Phases } from '../src/idempotency/phases/index.js';
 import type { HttpAdapterName } from '../src/demo/http/http-setup.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, type LedgerDataSourceOptions, ledgerAppModules } from './support/ledger-app.js';
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+
+/** Runs of the converted route's work, on either side of the deploy. */
+const conversions = { runs: 0 };
+type Converted = { label: string; holdMs?: number };
+
+/** A route as the instances deployed before had it: one transaction. */
+@Controller('converted')
+class OneTransactionRoute {
+  @Post()
+  @Idempotent({ wait: 3000 })
+  async add(@Body() body: Converted) {
+    conversions.runs++;
+    await sleep(body.holdMs ?? 0);
+    return { label: body.label };
+  }
+}
+
+@PhasedOperation('converted')
+class ConvertedOperation implements PhasedOperation<Converted, { label: string }> {
+  run(input: Converted, phases: Phases) {
+    return phases.local('add', async () => (conversions.runs++, { label: input.label }));
+  }
+}
+
+/** The same route as the instances deployed after have it: a phased operation. */
+@Controller('converted')
+class PhasedRoute {
+  @Post()
+  @Idempotent({ phases: true, wait: 3000 })
+  add(@Body() body: Converted, @PhasedClaim() claim: PhasedClaim) {
+    return claim.run(ConvertedOperation, body);
+  }
+}
+
+@Module({ imports: [IdempotencyPhasesModule], controllers: [PhasedRoute], providers: [ConvertedOperation] })
+class PhasedRouteModule {}
 
 /**
  * The claim of a key before the handler runs, where its races settle: a
@@ -109,6 +147,22 @@ describe('the claim of a key', () => {
     expect(second.text).toBe(answers[0].text);
     expect(owner.ledger.calls + duplicate.ledger.calls).toBe(1);
     expect(await entriesLabelled(label)).toBe(1);
+  });
+
+  it('runs a route once across a deploy that makes it phased: the phased claim waits for the one-transaction owner, then replays it', async () => {
+    const before = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }), controllers: [OneTransactionRoute] });
+    const after = await startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0 }), PhasedRouteModule] });
+    apps.push(before, after);
+    const key = newKey();
+    const runs = conversions.runs;
+    const first = Promise.resolve(request(before.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted', holdMs: 400 }));
+    await vi.waitFor(() => expect(conversions.runs).toBe(runs + 1), { timeout: 10_000, interval: 5 });
+    const duplicate = await request(after.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted', holdMs: 400 });
+    const owner = await first;
+    expect([owner.status, duplicate.status]).toEqual([201, 201]);
+    expect([owner.headers['idempotent-replayed'], duplicate.headers['idempotent-replayed']]).toEqual([undefined, 'true']);
+    expect(duplicate.text).toBe(owner.text);
+    expect(conversions.runs).toBe(runs + 1);
   });
 
   it('takes an expired record over, as a first execution', async () => {

@@ -205,8 +205,8 @@ export class OneTransactionFlow {
   /**
    * Sends the record with COMMIT, in one write where the connection is
    * pipelined. Undefined when the key was held, and so nothing committed: a
-   * claim that took no lock reached it first (a phased operation's, on a key
-   * one of its routes shares); 409 when its owner outlasted `wait`.
+   * claim that took no lock reached it first (an instance of an earlier
+   * version, during an upgrade); 409 when its owner outlasted `wait`.
    */
   private async commitRecord({ id, terms, steps }: FlowCall, transaction: ClaimTransaction, record: PreparedStatement): Promise<{ rows: RecordedAtCommitRow[] } | undefined> {
     const started = performance.now();

@@ -186,10 +186,10 @@ export class IdempotencyStatements {
 
   /**
    * The completed record of a key that had none, sent with COMMIT: a plain
-   * `INSERT`, since the key's advisory lock keeps every other claim of the
-   * flow away from it, and its read found no row. A claim that takes no
-   * lock (a phased operation's, on a key one of its routes shares) may still
-   * have inserted the key meanwhile: the insert then waits for it, and fails
+   * `INSERT`, since the key's advisory lock keeps every other claim away
+   * from it, and its read found no row. A claim that took no lock (an
+   * instance of an earlier version, during an upgrade) may still have
+   * inserted the key meanwhile: the insert then waits for it, and fails
    * with a unique violation of the primary key if it committed
    * (`isKeyHeldAtCommit`), as `recordAtCommit` fails when the key is held.
    */
@@ -385,10 +385,17 @@ export class LeaseStatements {
    * A lapsed lease is taken over when its record's fingerprint is one of
    * `accepted` (this request's, under each key: see request-fingerprints.ts),
    * and the record then holds `written`.
+   *
+   * The attempt takes the key's advisory lock first, as the one-transaction
+   * flow's claims do, for the statement's length: a one-transaction owner of
+   * the key (a route of the same operation, or of the same route before a
+   * deploy made it phased) is waited on like a row lock, and never runs
+   * beside a phased one.
    */
   claim(id: RecordId, fingerprint: { written: string; accepted: readonly string[] }, { owner, leaseMs, retentionMs, lockTimeoutMs }: LeaseTerms): Statement {
     return {
       text: `WITH wait AS MATERIALIZED (SELECT set_config('lock_timeout', $8, true)),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($10::bigint) FROM wait),
        held AS (
          SELECT ${RECORD_COLUMNS}, coalesce(lease_expires_at > now(), false) AS lease_live,
                 (status <> 'in_progress' AND expires_at <= now())
@@ -398,7 +405,7 @@ export class LeaseStatements {
          INSERT INTO ${this.records} AS r
                 (scope, operation, key, fingerprint, status, created_at, expires_at, owner_token, lease_expires_at)
          SELECT $1, $2, $3, $4, 'in_progress', now(), now() + ${ms('$5')}, $6, now() + ${ms('$7')}
-           FROM wait WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
+           FROM locked WHERE NOT EXISTS (SELECT 1 FROM held WHERE NOT claimable)
          ON CONFLICT (scope, operation, key) DO UPDATE SET
            owner_token = EXCLUDED.owner_token,
            lease_expires_at = EXCLUDED.lease_expires_at,
@@ -420,7 +427,7 @@ export class LeaseStatements {
        UNION ALL
        SELECT false, NULL, NULL, NULL, NULL, ${RECORD_COLUMNS}, lease_live, now()
          FROM held WHERE NOT EXISTS (SELECT 1 FROM claim) AND (status = 'in_progress' OR expires_at > now())`,
-      values: [id.scope, id.operation, id.key, fingerprint.written, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`, fingerprint.accepted],
+      values: [id.scope, id.operation, id.key, fingerprint.written, retentionMs, owner, leaseMs, `${Math.max(1, Math.ceil(lockTimeoutMs))}ms`, fingerprint.accepted, lockKeyOf(id)],
     };
   }
 
