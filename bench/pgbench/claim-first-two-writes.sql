@@ -1,6 +1,6 @@
 -- The claim by record, as above READ COMMITTED (it holds the key's advisory lock too): BEGIN with an in-progress record in one write, the
--- order and its outbox event (its id derived from the record), the record's UPDATE to completed with COMMIT in
--- one write. The record is written twice (an insert, then an update of the same row).
+-- order and its outbox event (its id derived from the record), the record completed with COMMIT in one write (an
+-- insert that meets the claim's row and updates it). The record is written twice.
 -- Variables the runner passes with -D (see bench/README.md): tenant, sku, scope, operation, fingerprint,
 -- retention_ms, wait, response_status, response_headers, response_body, event_type, payload, event_headers,
 -- event_index, source_key_hash, notify (the phase, empty, is a literal: pgbench takes no empty -D). Every transaction uses a fresh key.
@@ -47,8 +47,12 @@ INSERT INTO "public".idempotency_outbox (id, type, payload, headers, ordering_ke
 SELECT (substr(h, 1, 12) || '8' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1) || substr(h, 18, 15))::uuid, :event_type, :payload::jsonb, :event_headers::jsonb, :order_ref, :source_key_hash FROM source, ordering
 RETURNING id;
 \startpipeline
-UPDATE "public".idempotency_records
-   SET status = 'completed', response_status = :response_status, response_headers = :response_headers, response_body = :response_body, completed_at = now()
- WHERE scope = :scope AND operation = :operation AND key = :key;
+INSERT INTO "public".idempotency_records AS r (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+       VALUES (:scope, :operation, :key, :fingerprint, 'completed', :response_status::smallint, :response_headers::jsonb, :response_body::text, now(), now(), now() + :retention_ms * interval '1 millisecond')
+       ON CONFLICT (scope, operation, key) DO UPDATE
+         SET status = 'completed', response_status = EXCLUDED.response_status, response_headers = EXCLUDED.response_headers,
+             response_body = EXCLUDED.response_body, completed_at = EXCLUDED.completed_at
+         WHERE r.status = 'in_progress'
+       RETURNING false AS took_over, r.expires_at, now() AS database_now;
 COMMIT;
 \endpipeline

@@ -197,7 +197,7 @@ export class OneTransactionFlow {
    */
   private recordOf({ id, fingerprint, terms }: FlowCall, claimed: Claimed, outcome: EncodedOutcome): PreparedStatement {
     const statements = this.tables.of(IdempotencyStatements);
-    if (claimed.byRecord) return statements.completeClaim(id, outcome);
+    if (claimed.byRecord) return statements.completeClaim(id, fingerprint.value, terms.retention, outcome);
     if (!claimed.expired) return statements.insertRecord(id, fingerprint.value, terms.retention, outcome);
     return statements.recordAtCommit(id, fingerprint.value, terms.retention, terms.wait, outcome);
   }
@@ -303,12 +303,7 @@ export class OneTransactionFlow {
 }
 
 /** The key, claimed before the handler runs: by its lock (a record found expired, or none), or by an in-progress record. */
-interface Claimed {
-  transaction: ClaimTransaction;
-  expiresAt: Date;
-  byRecord: boolean;
-  expired?: boolean;
-}
+type Claimed = { transaction: ClaimTransaction; expiresAt: Date } & ({ byRecord: false; expired: boolean } | { byRecord: true });
 
 /** Settled on the handler's own outcome, as the key-taking statement's row dates it. */
 function executed({ outcome, result }: Handled, row: RecordedAtCommitRow): OneTransactionSettled {

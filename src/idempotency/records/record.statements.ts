@@ -129,8 +129,13 @@ export class IdempotencyStatements {
     );
     this.completeClaimText = prepared(
       'idempotency.complete-claim',
-      `UPDATE ${records} SET status = 'completed', response_status = $4::smallint, response_headers = $5::jsonb, response_body = $6::text, completed_at = now()
-        WHERE scope = $1 AND operation = $2 AND key = $3 RETURNING false AS took_over, expires_at, now() AS database_now`,
+      `INSERT INTO ${records} AS r (scope, operation, key, fingerprint, status, response_status, response_headers, response_body, created_at, completed_at, expires_at)
+       VALUES ($1, $2, $3, $4, 'completed', $6::smallint, $7::jsonb, $8::text, now(), now(), now() + $5 * interval '1 millisecond')
+       ON CONFLICT (scope, operation, key) DO UPDATE
+         SET status = 'completed', response_status = EXCLUDED.response_status, response_headers = EXCLUDED.response_headers,
+             response_body = EXCLUDED.response_body, completed_at = EXCLUDED.completed_at
+         WHERE r.status = 'in_progress'
+       RETURNING false AS took_over, r.expires_at, now() AS database_now`,
     );
     this.findLiveText = prepared(
       'idempotency.find-live',
@@ -200,10 +205,17 @@ export class IdempotencyStatements {
   /**
    * Completes a key claimed by its in-progress record (`claim`, as the
    * flow claims at REPEATABLE READ and SERIALIZABLE) with its outcome, in the
-   * claim's own transaction; sent with COMMIT.
+   * claim's own transaction; sent with COMMIT. An `INSERT` that meets the
+   * claim's own row and completes it, rather than an `UPDATE` that looks
+   * the row up: at SERIALIZABLE a look-up by key takes a predicate lock on
+   * the key's index page, or on the whole table where the planner takes it
+   * for empty, and fails concurrent requests of other keys with
+   * serialization failures nothing of theirs caused. The conflict check
+   * reads no snapshot, and so locks nothing; the row it meets is this
+   * transaction's, which nobody else can hold.
    */
-  completeClaim(id: RecordId, outcome: EncodedOutcome): PreparedStatement {
-    return { ...this.completeClaimText, values: [id.scope, id.operation, id.key, outcome.status, outcome.headers, outcome.body] };
+  completeClaim(id: RecordId, fingerprint: string, retentionMs: number, outcome: EncodedOutcome): PreparedStatement {
+    return { ...this.completeClaimText, values: [id.scope, id.operation, id.key, fingerprint, retentionMs, outcome.status, outcome.headers, outcome.body] };
   }
 
   /**
