@@ -165,6 +165,18 @@ describe('the claim of a key', () => {
     expect(conversions.runs).toBe(runs + 1);
   });
 
+  it('answers phased routes on a database whose default level is SERIALIZABLE as on one at READ COMMITTED: the leases’ own statements run at READ COMMITTED', async () => {
+    const { url } = await start({ replayCacheSize: 0 }, 'express', { extra: { options: '-c default_transaction_isolation=serializable' } });
+    const transfer = (key: string, label: string) => request(url).post('/entries/transfers').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label });
+    const distinct = await Promise.all(Array.from({ length: 30 }, (_, i) => transfer(newKey(), `phased-distinct-${i}`)));
+    expect(distinct.map((answer) => answer.status)).toEqual(Array(30).fill(201));
+    const key = newKey();
+    const duplicates = await Promise.all(Array.from({ length: 20 }, () => transfer(key, 'phased-duplicate')));
+    // The route waits 300 ms for an owner in flight: a duplicate replays, or gets 409 after that; never a failure of the module's own.
+    expect(duplicates.filter((answer) => answer.status !== 201 && answer.status !== 409).map((answer) => `${answer.status} ${answer.text}`)).toEqual([]);
+    expect(await entriesLabelled('debit:phased-duplicate')).toBe(1);
+  });
+
   it('takes an expired record over, as a first execution', async () => {
     const events: AttemptEvent[] = [];
     const { url } = await start({ replayCacheSize: 0, onEvent: (event) => event.kind === 'attempt' && events.push(event) });

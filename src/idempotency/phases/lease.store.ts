@@ -44,9 +44,18 @@ const run = <Row>(on: Queryable, { text, values }: Statement): Promise<Row[]> =>
  */
 @Injectable()
 export class LeaseStore {
-  /** The served DataSource's pool, outside any request's transaction: each statement commits on its own. */
+  /**
+   * The served DataSource's pool, outside any request's transaction: each
+   * statement commits on its own, at READ COMMITTED, the level the leases'
+   * statements are written for (see `LeaseStatements`). On connections that
+   * run their statements at another level (a database whose
+   * `default_transaction_isolation` is stricter) each goes in a READ
+   * COMMITTED transaction of its own: at SERIALIZABLE their reads of one key
+   * would lock others' and fail them, and at REPEATABLE READ a claim that
+   * waited would fail on the row an owner committed meanwhile.
+   */
   readonly pool: Queryable = {
-    query: (sql, parameters) => this.transactions.outside(() => this.served.dataSource.query(sql, parameters)),
+    query: (sql, parameters) => this.transactions.outside(() => this.atReadCommitted(sql, parameters)),
   };
 
   constructor(
@@ -55,6 +64,12 @@ export class LeaseStore {
     private readonly transactions: IdempotencyTransactionHost,
     private readonly outcomes: OutcomeCodec,
   ) {}
+
+  private atReadCommitted(sql: string, parameters?: unknown[]): Promise<any> {
+    const dataSource = this.served.dataSource;
+    if (this.served.statementIsolation === 'READ COMMITTED') return dataSource.query(sql, parameters);
+    return dataSource.transaction('READ COMMITTED', (manager) => manager.query(sql, parameters));
+  }
 
   private get statements(): LeaseStatements {
     return this.tables.of(LeaseStatements);

@@ -35,6 +35,7 @@ export function dataSourceTokenOf(name: string): InjectionToken {
 export class IdempotencyDataSource implements OnModuleInit {
   private resolved?: DataSource;
   private appIsolation: IsolationLevel = 'READ COMMITTED';
+  private connectionIsolation: IsolationLevel = 'READ COMMITTED';
   private libraryIsolation?: IsolationLevel;
   private deferred: readonly string[] = [];
 
@@ -59,6 +60,15 @@ export class IdempotencyDataSource implements OnModuleInit {
   get isolation(): IsolationLevel {
     const library = this.libraryIsolation;
     return library && !isAtLeast(this.appIsolation, library) ? library : this.appIsolation;
+  }
+
+  /**
+   * The level a statement sent outside any transaction runs at on this
+   * DataSource's connections: the database's `default_transaction_isolation`
+   * for them, read once at startup.
+   */
+  get statementIsolation(): IsolationLevel {
+    return this.connectionIsolation;
   }
 
   /**
@@ -91,7 +101,8 @@ export class IdempotencyDataSource implements OnModuleInit {
     )) as Array<{ isolation: string; deferred: string[] }>;
     // TypeORM 1.x starts its transactions at the DataSource's isolationLevel; 0.3 has no such option, and ignores one given (it still has the connect() 1.x dropped).
     const configured = 'connect' in dataSource ? undefined : (dataSource.options as { isolationLevel?: unknown }).isolationLevel;
-    this.appIsolation = isolationLevelOf(configured ?? row?.isolation) ?? this.appIsolation;
+    this.connectionIsolation = isolationLevelOf(row?.isolation) ?? this.connectionIsolation;
+    this.appIsolation = isolationLevelOf(configured) ?? this.connectionIsolation;
     this.deferred = row?.deferred ?? [];
   }
 
