@@ -26,7 +26,9 @@ class OneTransactionRoute {
 
 @PhasedOperation('converted')
 class ConvertedOperation implements PhasedOperation<Converted, { label: string }> {
-  run(input: Converted, phases: Phases) {
+  async run(input: Converted, phases: Phases) {
+    // A call out, as slow as asked: the operation's claim is committed, and holds no lock meanwhile.
+    await phases.external('hold', async () => (await sleep(input.holdMs ?? 0), { held: true }));
     return phases.local('add', async () => (conversions.runs++, { label: input.label }));
   }
 }
@@ -175,6 +177,23 @@ describe('the claim of a key', () => {
     // The route waits 300 ms for an owner in flight: a duplicate replays, or gets 409 after that; never a failure of the module's own.
     expect(duplicates.filter((answer) => answer.status !== 201 && answer.status !== 409).map((answer) => `${answer.status} ${answer.text}`)).toEqual([]);
     expect(await entriesLabelled('debit:phased-duplicate')).toBe(1);
+  });
+
+  it('makes a one-transaction duplicate of a phased owner wait for its outcome, then replay it, as a phased duplicate does', async () => {
+    const before = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }), controllers: [OneTransactionRoute] });
+    const after = await startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0 }), PhasedRouteModule] });
+    apps.push(before, after);
+    const key = newKey();
+    const runs = conversions.runs;
+    const send = (app: RunningApp) => request(app.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted-phased', holdMs: 400 });
+    const first = Promise.resolve(send(after));
+    await vi.waitFor(async () => expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1`, [key])).toBe(1), { timeout: 10_000, interval: 10 });
+    const duplicate = await send(before);
+    const owner = await first;
+    expect([owner.status, duplicate.status]).toEqual([201, 201]);
+    expect([owner.headers['idempotent-replayed'], duplicate.headers['idempotent-replayed']]).toEqual([undefined, 'true']);
+    expect(duplicate.text).toBe(owner.text);
+    expect(conversions.runs).toBe(runs + 1);
   });
 
   it('takes an expired record over, as a first execution', async () => {

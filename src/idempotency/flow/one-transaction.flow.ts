@@ -1,5 +1,6 @@
 import { type CallHandler, Inject, Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ClaimTransaction } from './claim-transaction.js';
 import { isKeyHeldAtCommit, isLockTimeout, isStatementCancelled, transactionConflictOf } from '../driver/database-errors.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
@@ -10,6 +11,7 @@ import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type Prepared
 import { type EncodedOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
+import { ownerPollPause } from '../records/lock-wait.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { type FlowEnding, type FlowSteps, replayable, type Settled } from '../outcome/recorded-outcome.js';
 import { ReplayLikelihood } from './replay-likelihood.js';
@@ -86,11 +88,24 @@ export class OneTransactionFlow {
    * the expiry its record will get. A live record: its replay, or 422, and
    * nothing runs. The lock held by an owner in flight: wait for it up to
    * `wait` (409 after), then read again: its outcome, or the key, if it
-   * rolled back.
+   * rolled back. A record still in progress is a phased operation's claim,
+   * which holds no lock while the operation runs: it is polled, as a phased
+   * duplicate polls it, until it has an outcome or `wait` runs out.
    */
   private async claimByLock(call: FlowCall): Promise<Claimed | { settled: Settled }> {
-    const { runner, steps, id, terms } = call;
     const started = performance.now();
+    for (let poll = 0; ; poll++) {
+      const claimed = await this.tryClaimByLock(call, started);
+      if (claimed !== 'in progress') return claimed;
+      const remaining = started + call.terms.wait - performance.now();
+      if (remaining <= 0) throw call.terms.inProgress();
+      call.steps.collided = true;
+      await sleep(ownerPollPause(poll, remaining));
+    }
+  }
+
+  private async tryClaimByLock(call: FlowCall, started: number): Promise<Claimed | { settled: Settled } | 'in progress'> {
+    const { runner, steps, id, terms } = call;
     const lock = this.tables.of(IdempotencyStatements).tryLock(id);
     const read = this.tables.of(IdempotencyStatements).readForClaim(id);
     // The savepoint rides along; it is only ever rolled back to once the key is this request's.
@@ -108,7 +123,7 @@ export class OneTransactionFlow {
       this.replays.observe(id.operation, holder !== undefined);
       if (!holder) return { transaction, expiresAt: new Date(database_now.getTime() + terms.retention), byRecord: false, expired: found !== undefined };
       await transaction.rollback();
-      return { settled: this.replayOf(call, holder) };
+      return holder.status === 'in_progress' ? 'in progress' : { settled: this.replayOf(call, holder) };
     } catch (error) {
       await transaction.rollback();
       throw error;

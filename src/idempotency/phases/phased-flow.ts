@@ -24,6 +24,7 @@ import { PHASED_CLAIM, type PhasedClaim } from './phased-claim.js';
 import { operationName, type PhasedOperation } from './phased-operation.js';
 import { LeaseLostError, type Ownership } from './phases.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
+import { ownerPollPause } from '../records/lock-wait.js';
 import { IdempotencyExtensions, type PhasedRequest, type PhasedRouteFlow } from '../http/idempotency-extensions.js';
 
 /** The settings of a route that the phased flow reads (`IdempotentRoute` has all of these). */
@@ -41,13 +42,6 @@ export interface PhasedRoute {
   storeErrors: ReadonlySet<number>;
 }
 
-/**
- * Between polls of a waiting duplicate: the first after 50 ms, growing to
- * 200 ms, each jittered, so that a crowd of duplicates neither polls in step
- * nor keeps the database busy while an owner works.
- */
-const FIRST_POLL_MS = 50;
-const MAX_POLL_MS = 200;
 /** How long one claim may wait on a row lock: a concurrent first claim commits well within it. */
 const CLAIM_LOCK_TIMEOUT_MS = 50;
 
@@ -218,8 +212,7 @@ export class PhasedFlow implements PhasedRouteFlow {
       if (!holder || holder.leaseLive) steps.collided = true; // it met an owner in flight
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new IdempotencyRequestInProgressException(route.retryAfterSeconds);
-      const pause = Math.min(MAX_POLL_MS, FIRST_POLL_MS * 1.5 ** poll) * (0.5 + Math.random());
-      await sleep(Math.min(pause, remaining));
+      await sleep(ownerPollPause(poll, remaining));
     }
   }
 }

@@ -25,3 +25,18 @@ export function lockWaitOf(waitMs: string): string {
             ELSE (SELECT greatest(1, floor(least(${waitMs}, greatest(ms * 0.75, ms - ${MARGIN_MS}))))::int
                     FROM (SELECT date_part('epoch', current_setting('statement_timeout')::interval) * 1000 AS ms) AS statement_timeout) END)::text || 'ms'`;
 }
+
+/** The first pause of a duplicate that polls a key's owner, and the longest, in ms. */
+const FIRST_POLL_MS = 50;
+const MAX_POLL_MS = 200;
+
+/**
+ * How long a duplicate pauses before its `poll`-th look at a key whose owner
+ * holds no lock it could wait on (a phased operation's claim, committed
+ * while the operation runs): growing from 50 to 200 ms, jittered so that a
+ * crowd of duplicates spreads out, and never past what `remainingMs` of its
+ * `wait` allows.
+ */
+export function ownerPollPause(poll: number, remainingMs: number): number {
+  return Math.min(remainingMs, Math.min(MAX_POLL_MS, FIRST_POLL_MS * 1.5 ** poll) * (0.5 + Math.random()));
+}
