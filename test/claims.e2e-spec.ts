@@ -151,15 +151,22 @@ describe('the claim of a key', () => {
     expect(await entriesLabelled(label)).toBe(1);
   });
 
-  it('runs a route once across a deploy that makes it phased: the phased claim waits for the one-transaction owner, then replays it', async () => {
-    const before = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }), controllers: [OneTransactionRoute] });
-    const after = await startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0 }), PhasedRouteModule] });
-    apps.push(before, after);
+  // Started once the owner is in flight: the one-transaction owner's handler runs (its record comes with COMMIT); the phased owner's claim is committed.
+  it.each([
+    ['a one-transaction owner', 'before', (_key: string, runs: number) => expect(conversions.runs).toBe(runs + 1)],
+    ['a phased owner', 'after', async (key: string) => expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1`, [key])).toBe(1)],
+  ] as const)('runs a route once across a deploy that makes it phased: the duplicate of %s waits for its outcome, then replays it', async (_owner, ownerSide, started) => {
+    const sides = {
+      before: await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }), controllers: [OneTransactionRoute] }),
+      after: await startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0 }), PhasedRouteModule] }),
+    };
+    apps.push(sides.before, sides.after);
     const key = newKey();
     const runs = conversions.runs;
-    const first = Promise.resolve(request(before.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted', holdMs: 400 }));
-    await vi.waitFor(() => expect(conversions.runs).toBe(runs + 1), { timeout: 10_000, interval: 5 });
-    const duplicate = await request(after.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted', holdMs: 400 });
+    const send = (app: RunningApp) => request(app.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted', holdMs: 400 });
+    const first = Promise.resolve(send(sides[ownerSide]));
+    await vi.waitFor(() => started(key, runs), { timeout: 10_000, interval: 5 });
+    const duplicate = await send(sides[ownerSide === 'before' ? 'after' : 'before']);
     const owner = await first;
     expect([owner.status, duplicate.status]).toEqual([201, 201]);
     expect([owner.headers['idempotent-replayed'], duplicate.headers['idempotent-replayed']]).toEqual([undefined, 'true']);
@@ -177,23 +184,6 @@ describe('the claim of a key', () => {
     // The route waits 300 ms for an owner in flight: a duplicate replays, or gets 409 after that; never a failure of the module's own.
     expect(duplicates.filter((answer) => answer.status !== 201 && answer.status !== 409).map((answer) => `${answer.status} ${answer.text}`)).toEqual([]);
     expect(await entriesLabelled('debit:phased-duplicate')).toBe(1);
-  });
-
-  it('makes a one-transaction duplicate of a phased owner wait for its outcome, then replay it, as a phased duplicate does', async () => {
-    const before = await startApp({ imports: ledgerAppModules(db.url, { replayCacheSize: 0 }), controllers: [OneTransactionRoute] });
-    const after = await startApp({ imports: [...ledgerAppModules(db.url, { replayCacheSize: 0 }), PhasedRouteModule] });
-    apps.push(before, after);
-    const key = newKey();
-    const runs = conversions.runs;
-    const send = (app: RunningApp) => request(app.url).post('/converted').set('Idempotency-Key', key).set('X-Tenant', 'acme').send({ label: 'converted-phased', holdMs: 400 });
-    const first = Promise.resolve(send(after));
-    await vi.waitFor(async () => expect(await count(`SELECT count(*) AS n FROM idempotency_records WHERE key = $1`, [key])).toBe(1), { timeout: 10_000, interval: 10 });
-    const duplicate = await send(before);
-    const owner = await first;
-    expect([owner.status, duplicate.status]).toEqual([201, 201]);
-    expect([owner.headers['idempotent-replayed'], duplicate.headers['idempotent-replayed']]).toEqual([undefined, 'true']);
-    expect(duplicate.text).toBe(owner.text);
-    expect(conversions.runs).toBe(runs + 1);
   });
 
   it('takes an expired record over, as a first execution', async () => {

@@ -100,8 +100,8 @@ export class PgClientDriver implements TransactionDriver {
   }
 
   private async beginWith<Row>(isolation: IsolationLevel, statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    if (!this.asConnectionRole) return this.sendTogether<Row>([BEGIN[isolation], ...statements]);
-    const [begun, , ...rest] = await this.sendTogether<Row>([BEGIN[isolation], AS_CONNECTION_ROLE, ...statements, AS_APP_ROLE]);
+    if (!this.asConnectionRole) return this.queryTogether<Row>([BEGIN[isolation], ...statements]);
+    const [begun, , ...rest] = await this.queryTogether<Row>([BEGIN[isolation], AS_CONNECTION_ROLE, ...statements, AS_APP_ROLE]);
     return [begun, ...rest.slice(0, -1)];
   }
 
@@ -129,7 +129,7 @@ export class PgClientDriver implements TransactionDriver {
   private asConnectionRole = false;
 
   query<Row>(statement: TransactionStatement): Promise<StatementResult<Row>> {
-    if (this.asConnectionRole) return this.sendTogether<Row>([AS_CONNECTION_ROLE, statement, AS_APP_ROLE]).then(([, sent]) => (sent.status === 'fulfilled' ? sent.value : Promise.reject(sent.reason)));
+    if (this.asConnectionRole) return this.queryTogether<Row>([AS_CONNECTION_ROLE, statement, AS_APP_ROLE]).then(([, sent]) => (sent.status === 'fulfilled' ? sent.value : Promise.reject(sent.reason)));
     return this.send<Row>(statement);
   }
 
@@ -137,7 +137,7 @@ export class PgClientDriver implements TransactionDriver {
     // Closed before COMMIT is sent, so that no write can queue behind it on this connection and commit on its own.
     this.setTypeOrmState(false);
     // After a failed statement PostgreSQL answers COMMIT with a rollback: nothing is kept.
-    const [written, committed] = this.asConnectionRole ? (await this.sendTogether<Row>([AS_CONNECTION_ROLE, last, 'COMMIT'])).slice(1) : await this.sendTogether<Row>([last, 'COMMIT']);
+    const [written, committed] = this.asConnectionRole ? (await this.queryTogether<Row>([AS_CONNECTION_ROLE, last, 'COMMIT'])).slice(1) : await this.queryTogether<Row>([last, 'COMMIT']);
     if (written.status === 'rejected') {
       await this.afterLoss();
       throw written.reason;
@@ -189,11 +189,7 @@ export class PgClientDriver implements TransactionDriver {
    * one after another (node-postgres no longer queues queries for a busy
    * client). Every statement runs either way, as PostgreSQL runs a pipeline.
    */
-  queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
-    return this.sendTogether(statements);
-  }
-
-  private async sendTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
+  async queryTogether<Row>(statements: TransactionStatement[]): Promise<Array<PromiseSettledResult<StatementResult<Row>>>> {
     if (!this.client.pipeline) {
       return settleInTurn(statements, (statement) => this.send<Row>(statement));
     }
