@@ -7,7 +7,7 @@ import { type AttemptEvent, Idempotent, type IdempotencyModuleOptions } from '..
 import { AbandonedClaimsCompleter } from '../src/idempotency/phases/index.js';
 import { idempotencyApolloPlugin, IdempotencyGraphqlModule } from '../src/idempotency/graphql/index.js';
 import { canonicalRequest } from '../src/idempotency/fingerprint/request-fingerprint.js';
-import { masterKeys } from '../src/idempotency/records/encryption-keys.js';
+import { resolveEncryption } from '../src/idempotency/records/outcome-encryption.js';
 import { OutcomeCodec } from '../src/idempotency/records/outcome-codec.js';
 import { HTTP_ADAPTERS, startApp, type RunningApp } from './support/http-app.js';
 import { Ledger, LEDGER_SCHEMA, ledgerAppModules, NotifyGate } from './support/ledger-app.js';
@@ -312,7 +312,7 @@ describe.each(HTTP_ADAPTERS)('encryption at rest (%s)', (adapter) => {
       const label = unique('earlier-release');
       const first = await post(sealing, '/entries', key, { label });
       // The record as a release before keyed fingerprints wrote it: the plain fingerprint, and the outcome sealed bound to it.
-      const codec = new OutcomeCodec({ keys: masterKeys([OLD]), acceptPlaintext: false });
+      const codec = new OutcomeCodec(resolveEncryption({ keys: [OLD] }));
       const [row] = await db.query<StoredRow & { scope: string; operation: string; fingerprint: string; expires_at: Date }>(`SELECT * FROM idempotency_records WHERE key = $1`, [key]);
       const id = { scope: row.scope, operation: row.operation, key };
       const plainFingerprint = plainFingerprintOf(row.operation, { label });

@@ -48,8 +48,14 @@ describe.each(['esm', 'cjs'] as const)('entry points of the %s build load only w
   it('the core loads no file of the outbox, the admin, message handlers, GraphQL or phased operations, which have entry points of their own', () => {
     const library = resolve('dist/lib', format, 'src/idempotency');
     const folders = [...loadedFrom(format, 'src/idempotency/index.js').files].map((file) => relative(library, file).split(sep)[0]);
-    for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'phases', 'cli']) expect(folders).not.toContain(feature);
+    for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'phases', 'cli', 'metrics', 'tracing', 'nats']) expect(folders).not.toContain(feature);
     for (const feature of ['outbox', 'admin', 'messaging', 'graphql', 'phases']) expect(loadedFrom(format, `src/idempotency/${feature}/index.js`).files.size).toBeGreaterThan(1);
+  });
+
+  it('the core loads at most 80 of the package\'s files: the entry that hands out the build, and what the build\'s index loads', () => {
+    const library = resolve('dist/lib', format, 'src/idempotency');
+    const loaded = [...loadedFrom(format, 'src/idempotency/index.js').files].map((file) => relative(library, file)).sort();
+    expect(1 + loaded.length, `the core loads:\n${loaded.join('\n')}`).toBeLessThanOrEqual(80);
   });
 
   it('the GraphQL entry point serves mutations without loading a GraphQL package', () => {

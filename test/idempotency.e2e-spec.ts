@@ -9,7 +9,7 @@ import { COMMIT_FAULTS, LEDGER_SCHEMA, Ledger, ledgerAppModules, tenantFromHeade
 import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { DataSource } from 'typeorm';
 import { FastReplay } from '../src/idempotency/flow/fast-replay.js';
-import { ReplayLikelihood } from '../src/idempotency/flow/replay-likelihood.js';
+import { ReplayLikelihood } from '../src/idempotency/flow/fast-replay.js';
 
 type AsyncOptions = Parameters<typeof IdempotencyModule.forRootAsync>[0];
 

@@ -28,6 +28,7 @@ export { REPLAYED_HEADER } from './outcome/recorded-outcome.js';
 export { IdempotencyReaper, type ReapResult, type RetentionSweep } from './reaper/idempotency.reaper.js';
 export { IDEMPOTENCY_REAPER_INTERVAL } from './reaper/reaper-schedule.js';
 export {
+  IDEMPOTENCY_CHANNELS,
   IdempotencyEvents,
   type IdempotencyEvent,
   type IdempotencyEventListener,
@@ -45,7 +46,6 @@ export {
   type AttemptTimeline,
   type StepTiming,
 } from './events/idempotency-events.js';
-export { IDEMPOTENCY_CHANNELS } from './events/idempotency-channels.js';
 export type { ReaperOptions } from './options/idempotency.options.js';
 export {
   IdempotencyBodyNotFingerprintedException,

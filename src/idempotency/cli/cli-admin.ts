@@ -3,7 +3,8 @@ import { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1764400000000 } from '../../../migrations/1764400000000-CreateIdempotencyRecords.js';
 import { adminDatabaseOf } from '../admin/admin-database.js';
 import { IdempotencyAdmin } from '../admin/idempotency-admin.js';
-import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
+import type { EncryptionKey } from '../records/encryption-keys.js';
+import { resolveEncryption } from '../records/outcome-encryption.js';
 import type { AdminActionEvent } from '../events/idempotency-event.types.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { describeRecordsTable, type ModuleTables, moduleTablesIn, type RecordsTableDescription } from '../records/module-tables.js';
@@ -38,7 +39,8 @@ export function defaultActor(): string {
  */
 export async function connectAdmin(env: CliEnvironment, retentionMs: number | undefined, audit: (event: AdminActionEvent) => void, schema?: string): Promise<CliAdmin> {
   if (!env.DATABASE_URL) throw new UsageError('Set DATABASE_URL to the database the app writes its idempotency records to, e.g. postgres://user@host:5432/app.');
-  const keys = env.IDEMPOTENCY_ENCRYPTION_KEYS ? masterKeys(parseKeys(env.IDEMPOTENCY_ENCRYPTION_KEYS)) : undefined;
+  // An operator reads what is stored, plaintext included, whatever the app's `acceptPlaintext`.
+  const encryption = env.IDEMPOTENCY_ENCRYPTION_KEYS ? resolveEncryption({ keys: parseKeys(env.IDEMPOTENCY_ENCRYPTION_KEYS), acceptPlaintext: true }) : undefined;
   const dataSource = new DataSource({ type: 'postgres', url: env.DATABASE_URL, extra: { max: 2, application_name: 'nest-idempotency cli' } });
   await dataSource.initialize();
   let tables: ModuleTables;
@@ -49,7 +51,7 @@ export async function connectAdmin(env: CliEnvironment, retentionMs: number | un
     throw error;
   }
   const admin = new IdempotencyAdmin(adminDatabaseOf(() => dataSource, () => tables), {
-    codec: new OutcomeCodec(keys && { keys, acceptPlaintext: true }),
+    codec: new OutcomeCodec(encryption),
     emit: audit,
     retention: retentionMs ?? DEFAULT_RETENTION_MS,
   });

@@ -57,7 +57,7 @@ export interface IdleEndWitness {
 
 /**
  * The served connections' `idle_in_transaction_session_timeout`, read once
- * at startup (module/session-timeouts.check.ts), and the 503 of a request
+ * at startup (module/server-settings.check.ts), and the 503 of a request
  * whose session it ended.
  */
 @Injectable()

@@ -284,6 +284,20 @@ export class IdempotencyRecordUndecryptableException extends IdempotencyProblem 
   }
 }
 
+/** Why an envelope did not open. */
+export type UnsealFailure = Exclude<RecordUndecryptableReason, 'plaintext-refused' | 'encryption-off'>;
+
+/** An envelope that did not open, and why (`reason`): `OutcomeCodec` answers it as IdempotencyRecordUndecryptableException. */
+export class UnsealError extends Error {
+  constructor(
+    readonly reason: UnsealFailure,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UnsealError';
+  }
+}
+
 /**
  * The recorded outcome of a phased operation that could not be completed
  * (out of attempts, or its operation is gone): every retry gets it.

@@ -1,12 +1,43 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { hash } from 'node:crypto';
+import diagnosticsChannel, { type Channel } from 'node:diagnostics_channel';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import type { RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
-import { publishOnChannel } from './idempotency-channels.js';
 import type { IdempotencyEvent, IdempotencyEventListener } from './idempotency-event.types.js';
 
 export type * from './idempotency-event.types.js';
+
+/**
+ * The `node:diagnostics_channel` channels the module publishes its events on,
+ * one per event kind. The message is the event itself (`IdempotencyEvent`),
+ * published synchronously in the async context of what caused it: an
+ * `attempt` in the request's, so a subscriber sees the request's active span.
+ *
+ * @example
+ * import { subscribe } from 'node:diagnostics_channel';
+ * subscribe(IDEMPOTENCY_CHANNELS.attempt, (event) => console.log((event as AttemptEvent).outcome));
+ */
+export const IDEMPOTENCY_CHANNELS = {
+  attempt: 'nest-idempotency:attempt',
+  commit_failed: 'nest-idempotency:commit_failed',
+  reaped: 'nest-idempotency:reaped',
+  lease_expired: 'nest-idempotency:lease_expired',
+  outbox_relayed: 'nest-idempotency:outbox_relayed',
+  outbox_dead_letter: 'nest-idempotency:outbox_dead_letter',
+  outbox_unavailable: 'nest-idempotency:outbox_unavailable',
+  outbox_reaped: 'nest-idempotency:outbox_reaped',
+  admin_action: 'nest-idempotency:admin_action',
+} as const satisfies Record<IdempotencyEvent['kind'], string>;
+
+// Held here so they stay alive: Node keeps channels by weak reference.
+const channels = new Map<string, Channel>(Object.entries(IDEMPOTENCY_CHANNELS).map(([kind, name]) => [kind, diagnosticsChannel.channel(name)]));
+
+/** Publishes `event` on its channel; costs one property read while nobody subscribes. */
+export function publishOnChannel(event: IdempotencyEvent): void {
+  const channel = channels.get(event.kind);
+  if (channel?.hasSubscribers) channel.publish(event);
+}
 
 /**
  * The outcomes of the module as events: metrics and logs are built on them,
@@ -38,6 +69,43 @@ export class IdempotencyEvents {
       }
     }
     publishOnChannel(event);
+  }
+}
+
+/**
+ * One log line per notable outcome (conflict, mismatch, undecryptable record, takeover, commit
+ * failure, reaper pass, lease expiry), keys hashed. The happy path (first executions and
+ * replays) stays quiet. An operator's action is logged by the admin (`adminActionLine`).
+ */
+@Injectable()
+export class IdempotencyEventLog {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(events: IdempotencyEvents) {
+    events.subscribe((event) => this.write(event));
+  }
+
+  private write(event: IdempotencyEvent): void {
+    switch (event.kind) {
+      case 'attempt':
+        if (event.outcome === 'conflict') this.logger.log(`conflict: ${event.operation} key#${event.keyHash} still in flight after ${event.claimMs ?? 0} ms, answered 409`);
+        if (event.outcome === 'key_reused') this.logger.warn(`key reused with a different request: ${event.operation} key#${event.keyHash}, answered 422`);
+        if (event.outcome === 'undecryptable') this.logger.error(`recorded outcome not replayed, it does not decrypt (${event.undecryptable}): ${event.operation} key#${event.keyHash}, answered 500`);
+        if (event.tookOver) this.logger.log(`takeover of ${event.tookOver === 'expired' ? 'an expired record' : 'a lapsed lease'}: ${event.operation} key#${event.keyHash}`);
+        return;
+      case 'commit_failed':
+        return this.logger.error(`commit failed: ${event.operation} key#${event.keyHash}: ${event.error}`);
+      case 'reaped':
+        return this.logger.log(`reaper: deleted ${event.deleted} expired records in ${event.batches} batches, ${event.elapsedMs} ms`);
+      case 'lease_expired': {
+        const line = `lease expired: ${event.operation} key#${event.keyHash} ${event.result}${event.reason ? `: ${event.reason}` : ''}`;
+        return event.result === 'failed' ? this.logger.warn(line) : this.logger.log(line);
+      }
+      case 'outbox_dead_letter':
+        return this.logger.warn(`outbox: event ${event.eventId} (${event.type}) is a dead letter after ${event.attempts} attempts: ${event.error}`);
+      case 'outbox_reaped':
+        return this.logger.log(`reaper: deleted ${event.deleted} settled outbox events in ${event.batches} batches, ${event.elapsedMs} ms`);
+    }
   }
 }
 

@@ -4,17 +4,43 @@ import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { type FoundLiveRow, IdempotencyStatements, type LiveRecordRow } from '../records/record.statements.js';
-import { hasOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
-import { OutcomeCodec } from '../records/outcome-codec.js';
+import type { RecordId } from '../records/stored-record.js';
+import { hasOutcome, OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { replayable, type Settled } from '../outcome/recorded-outcome.js';
-import { ReplayLikelihood } from './replay-likelihood.js';
 import type { RequestFingerprint } from '../fingerprint/request-fingerprints.js';
 import { poolReadOf } from '../driver/pool-reader.js';
 import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 
 /** The most keys one look-up statement asks for. */
 const MAX_KEYS_PER_LOOK_UP = 100;
+
+/**
+ * Per operation, how often a claim has lately found its key already held: an
+ * exponentially weighted average over roughly the last twenty claims. While
+ * replays are that common (clients retrying through other instances, whose
+ * caches are cold), a plain read first replays them without a transaction;
+ * otherwise the claim goes first, and a first execution pays nothing for a
+ * look-up.
+ */
+export class ReplayLikelihood {
+  private readonly rates = new Map<string, number>();
+
+  constructor(
+    private readonly threshold = 0.1,
+    private readonly weight = 0.05,
+  ) {}
+
+  likely(operation: string): boolean {
+    return (this.rates.get(operation) ?? 0) > this.threshold;
+  }
+
+  /** Records whether a claim, or a look-up, found the key held. */
+  observe(operation: string, held: boolean): void {
+    const rate = this.rates.get(operation) ?? 0;
+    this.rates.set(operation, rate + this.weight * ((held ? 1 : 0) - rate));
+  }
+}
 
 /**
  * The fast replay: for an operation whose keys are likely replayed, one read
@@ -47,7 +73,7 @@ export class FastReplay {
     const row = await (this.lookUps ??= this.batchedLookUps()).load(id);
     this.replays.observe(id.operation, row !== undefined && hasOutcome(row));
     if (!row) return undefined;
-    const record = toStoredRecord(row, id, this.outcomes);
+    const record = this.outcomes.storedRecord(row, id);
     if (!record.outcome) return undefined;
     return { outcome: replayable(record, fingerprint), replayed: true, expiresAt: record.expiresAt, databaseNow: row.database_now };
   }

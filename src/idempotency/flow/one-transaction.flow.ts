@@ -8,13 +8,13 @@ import { hashKey, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import type { ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { type ClaimRow, IdempotencyStatements, type LiveRecordRow, type PreparedStatement, type ReadForClaimRow, type RecordedAtCommitRow } from '../records/record.statements.js';
-import { type EncodedOutcome, type RecordId, toStoredRecord } from '../records/stored-record.js';
+import type { EncodedOutcome, RecordId } from '../records/stored-record.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { ownerPollPause } from '../records/lock-wait.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { type FlowEnding, type FlowSteps, replayable, type Settled } from '../outcome/recorded-outcome.js';
-import { ReplayLikelihood } from './replay-likelihood.js';
+import { ReplayLikelihood } from './fast-replay.js';
 import { HandlerAbandonedError } from './handler-run.js';
 import type { FlowCall, OneTransactionSettled, OneTransactionTerms } from './one-transaction.terms.js';
 import { type Handled, HANDLER_SAVEPOINT, HandlerInTransaction } from './handler-in-transaction.js';
@@ -311,7 +311,7 @@ export class OneTransactionFlow {
   /** The holder's outcome as the answer: 422 for another request's, 409 while it has none. */
   private replayOf({ id, fingerprint, terms }: FlowCall, holder: LiveRecordRow | undefined): Settled {
     // An outcome that does not decrypt, or a fingerprint that cannot be checked, throws here: nothing is replayed, and the claim took nothing over.
-    const record = holder && toStoredRecord(holder, id, this.outcomes);
+    const record = holder && this.outcomes.storedRecord(holder, id);
     if (!holder || !record?.outcome) throw terms.inProgress();
     return { outcome: replayable(record, fingerprint, terms.reused), replayed: true, expiresAt: record.expiresAt, databaseNow: holder.database_now };
   }

@@ -3,7 +3,7 @@ import type { DataSource, ObjectLiteral, SelectQueryBuilder } from 'typeorm';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { retriedOnLostConnection } from '../driver/database-errors.js';
-import { SUPPORTED_RANGES, versionsFound } from './supported-versions.js';
+import { installedVersions, satisfies, SUPPORTED_PEERS, type SupportedPeer } from './installed-versions.js';
 import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 
 const BACKEND = 'SELECT pg_backend_pid() AS pid';
@@ -21,11 +21,40 @@ const JOINED_PATHS: ReadonlyArray<readonly [path: string, askBackend: (dataSourc
   ['dataSource.transaction()', (dataSource) => dataSource.transaction((manager) => manager.query(BACKEND))],
 ];
 
+/** `It supports @nestjs/common ^10.0.0 || ..., typeorm ^0.3.0 || ^1.0.0`: the ranges, for messages. */
+const SUPPORTED_RANGES = `It supports ${Object.entries(SUPPORTED_PEERS)
+  .map(([name, range]) => `${name} ${range}`)
+  .join(', ')}`;
+
+/** `Found @nestjs/common 11.1.6, @nestjs/core 11.1.6, typeorm 0.3.27`: the versions installed, for messages. */
+function versionsFound(versions: Record<SupportedPeer, string | undefined> = installedVersions()): string {
+  return `Found ${Object.entries(versions)
+    .map(([name, version]) => `${name} ${version ?? '(version not found)'}`)
+    .join(', ')}`;
+}
+
+/**
+ * Throws when the installed Nest or TypeORM is outside the ranges the module
+ * supports. `forRoot()` and `forRootAsync()` call it, so that it runs as the
+ * app's module is defined, before Nest scans the modules: on TypeORM 0.2 the
+ * scan itself fails, in `@nestjs/typeorm`, with a TypeError that names
+ * neither the package nor the versions.
+ */
+export function refuseUnsupportedVersions(): void {
+  const versions = installedVersions();
+  const outside = (Object.keys(SUPPORTED_PEERS) as SupportedPeer[]).filter((name) => versions[name] !== undefined && !satisfies(versions[name]!, SUPPORTED_PEERS[name]));
+  if (outside.length === 0) return;
+  throw new IdempotencyConfigurationError(
+    `IdempotencyModule cannot start: ${outside.map((name) => `${name} ${versions[name]}`).join(' and ')} ${outside.length > 1 ? 'are' : 'is'} outside the versions it supports. ` +
+      `${versionsFound(versions)}. ${SUPPORTED_RANGES}. Install a supported version: see "Upgrading and compatibility" in the documentation (docs/upgrading.md).`,
+  );
+}
+
 /**
  * Refuses to start wherever the transaction join
  * (transactions/transaction-join.ts, which relies on TypeORM's internals) does
  * not work. A Nest or TypeORM outside the supported ranges is refused earlier,
- * by `forRoot()` (supported-versions.ts).
+ * by `forRoot()` (`refuseUnsupportedVersions()`).
  * The join is proved, not assumed: inside a transaction made current as a
  * request's is, a statement down each path Nest code writes by must run on
  * that transaction's connection. Where one does not, a handler's writes

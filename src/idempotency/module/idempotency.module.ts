@@ -1,25 +1,22 @@
 import { type DynamicModule, Module, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
-import { IdempotencyEventLog } from '../events/idempotency-event-log.js';
 import { IdempotencyFacade } from '../http/idempotency.facade.js';
-import { IdempotencyEvents } from '../events/idempotency-events.js';
+import { IdempotencyEventLog, IdempotencyEvents } from '../events/idempotency-events.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { IdempotentRoutes } from '../http/idempotent-route.js';
 import { IdempotencyExtensions } from '../http/idempotency-extensions.js';
 import { IdempotentRoutesValidator } from './idempotent-routes.validator.js';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_ASYNC_OPTIONS_TYPE, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition.js';
-import { refuseUnsupportedVersions } from './supported-versions.js';
+import { IdempotencyCompatibilityCheck, refuseUnsupportedVersions } from './idempotency-compatibility.check.js';
 import { type IdempotencyModuleOptions, resolveModuleOptions, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { IdempotencyReaper } from '../reaper/idempotency.reaper.js';
 import { NamedStatementsProbe } from '../driver/named-statements.js';
 import { IdempotencySchemaCheck } from './idempotency-schema.check.js';
-import { IdempotencyCompatibilityCheck } from './idempotency-compatibility.check.js';
-import { SessionTimeoutsCheck } from './session-timeouts.check.js';
-import { ReplicationCheck } from './replication.check.js';
+import { ServerSettingsCheck } from './server-settings.check.js';
 import { IdleSessionTimeout } from '../driver/idle-session-timeout.js';
 import { documentRoutes } from '../openapi/swagger.js';
-import { FastReplay } from '../flow/fast-replay.js';
+import { FastReplay, ReplayLikelihood } from '../flow/fast-replay.js';
 import { HandlerInTransaction } from '../flow/handler-in-transaction.js';
 import { OneTransactionFlow } from '../flow/one-transaction.flow.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -27,7 +24,6 @@ import { OutcomeCodec } from '../records/outcome-codec.js';
 import { RequestFingerprints } from '../fingerprint/request-fingerprints.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import { ReplayCache } from '../flow/replay-cache.js';
-import { ReplayLikelihood } from '../flow/replay-likelihood.js';
 import { IdempotencyTransactionHost } from '../transactions/transaction-host.js';
 import { TransactionLibraries } from '../transactions/libraries/transaction-libraries.js';
 
@@ -61,8 +57,7 @@ import { TransactionLibraries } from '../transactions/libraries/transaction-libr
     IdempotencySchemaCheck,
     IdempotencyCompatibilityCheck,
     IdleSessionTimeout,
-    SessionTimeoutsCheck,
-    ReplicationCheck,
+    ServerSettingsCheck,
     NamedStatementsProbe,
     IdempotencyExtensions,
     FastReplay,

@@ -1,7 +1,7 @@
 import type { HttpException, InjectionToken, NestInterceptor, Type } from '@nestjs/common';
 import type { IdempotencyEvent } from '../events/idempotency-event.types.js';
-import type { ResolvedEncryptionOptions } from '../records/outcome-codec.js';
-import { type EncryptionKey, masterKeys } from '../records/encryption-keys.js';
+import type { ResolvedEncryptionOptions } from '../records/outcome-encryption.js';
+import type { EncryptionKey } from '../records/encryption-keys.js';
 import type { FingerprintFields } from '../fingerprint/request-fingerprint.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 
@@ -370,7 +370,7 @@ export function mergeRouteOptions(classOptions: IdempotentOptions, handlerOption
 }
 
 /** The one place module defaults live. */
-export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
+export async function resolveModuleOptions(options: IdempotencyModuleOptions): Promise<ResolvedModuleOptions> {
   const replayHeaders = (options.replayHeaders ?? ['Location', 'Content-Type', 'ETag'])
     .map((name) => name.toLowerCase())
     .filter((name) => name !== 'set-cookie');
@@ -395,7 +395,7 @@ export function resolveModuleOptions(options: IdempotencyModuleOptions): Resolve
     unitSavepoints: options.unitSavepoints ?? true,
     openapi: options.openapi ?? true,
     maxBodyBytes: checkedBodyBound(options.maxBodyBytes, 'IdempotencyModule'),
-    encryption: options.encryption && { keys: masterKeys(options.encryption.keys), acceptPlaintext: options.encryption.acceptPlaintext ?? false },
+    encryption: options.encryption && (await import('../records/outcome-encryption.js')).resolveEncryption(options.encryption),
     allowInterceptorsAround: options.allowInterceptorsAround ?? [],
     reaper: {
       enabled: options.reaper !== false,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotencyDataSource } from '../transactions/idempotency-data-source.js';
 import { type LeaseClaimRow, LeaseStatements, type LeaseTerms, type Statement, type TakenOverRow } from '../records/record.statements.js';
-import { type OutcomeRecord, type RecordId, type ResumeInfo, type StoredRecord, toStoredRecord } from '../records/stored-record.js';
+import type { OutcomeRecord, RecordId, ResumeInfo, StoredRecord } from '../records/stored-record.js';
 import { OutcomeCodec } from '../records/outcome-codec.js';
 import { IdempotencyTables } from '../records/idempotency-tables.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
@@ -86,7 +86,7 @@ export class LeaseStore {
     const [row] = await run<LeaseClaimRow>(this.pool, statement);
     if (row?.claimed) return { claimed: true, tookOver: row.took_over, attempts: row.attempts, phaseResults: row.phase_results, run: row.run };
     // No row: the key is held by a claim this statement's snapshot could not see yet.
-    return { claimed: false, holder: row && { ...toStoredRecord(row, id, this.outcomes), leaseLive: row.lease_live, databaseNow: row.database_now } };
+    return { claimed: false, holder: row && { ...this.outcomes.storedRecord(row, id), leaseLive: row.lease_live, databaseNow: row.database_now } };
   }
 
   /** The completer's takeover of an abandoned claim: of several reapers exactly one wins. */

@@ -1,8 +1,7 @@
 import { IdempotencyRecordUndecryptableException, type RecordUndecryptableReason } from '../errors/idempotency.exceptions.js';
 import type { OutcomeColumns, OutcomeRecord, RecordId } from './stored-record.js';
-import { OutcomeCodec, type ResolvedEncryptionOptions } from './outcome-codec.js';
-import { masterKeys } from './encryption-keys.js';
-import { OutcomeEncryption } from './outcome-encryption.js';
+import { OutcomeCodec } from './outcome-codec.js';
+import { resolveEncryption, type ResolvedEncryptionOptions } from './outcome-encryption.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
 
 const ID: RecordId = { scope: 'tenant:acme', operation: 'POST /orders', key: 'order-1' };
@@ -10,8 +9,8 @@ const ID: RecordId = { scope: 'tenant:acme', operation: 'POST /orders', key: 'or
 const RECORD: OutcomeRecord = { id: ID, fingerprint: 'a'.repeat(64), expiresAt: new Date(Date.UTC(2030, 0, 2, 3, 4, 5, 678)) };
 /** The columns an outcome is read with besides its own. */
 const ROW = { fingerprint: RECORD.fingerprint, expires_at: RECORD.expiresAt! };
-const KEYS = masterKeys([{ id: 'k1', key: Buffer.alloc(32, 7) }]);
-const encrypted = (acceptPlaintext = false): ResolvedEncryptionOptions => ({ keys: KEYS, acceptPlaintext });
+const KEY = { id: 'k1', key: Buffer.alloc(32, 7) };
+const encrypted = (acceptPlaintext = false): ResolvedEncryptionOptions => resolveEncryption({ keys: [KEY], acceptPlaintext });
 
 /**
  * What the columns hold after the statement wrote `encode`'s values (pg parses the jsonb column back),
@@ -126,7 +125,7 @@ describe('OutcomeCodec', () => {
       ['headers that are a JSON array', Buffer.from([0, 0, 0, 0, 2, ...Buffer.from('[]')])],
       ['bytes after the headers with no body', Buffer.from([0, 0, 0, 0, 2, ...Buffer.from('{}x')])],
     ])('refuses an authentic payload it did not write: %s', (_, payload) => {
-      const envelope = new OutcomeEncryption(KEYS).seal({ ...RECORD, status: 201 }, payload);
+      const envelope = encrypted().sealer.seal({ ...RECORD, status: 201 }, payload);
       expect(failure(codec, { response_status: 201, response_headers: null, response_body: envelope, ...ROW })).toBe('malformed');
     });
 

@@ -1,14 +1,7 @@
-import { IdempotencyRecordUndecryptableException } from '../errors/idempotency.exceptions.js';
-import type { EncodedOutcome, OutcomeColumns, OutcomeDecoder, OutcomeRecord, RecordId } from './stored-record.js';
-import type { MasterKey } from './encryption-keys.js';
-import { OutcomeEncryption, UnsealError } from './outcome-encryption.js';
+import { IdempotencyRecordUndecryptableException, UnsealError } from '../errors/idempotency.exceptions.js';
+import type { EncodedOutcome, OutcomeColumns, OutcomeRecord, RecordId, RecordRow, StoredRecord } from './stored-record.js';
+import type { OutcomeEncryption, ResolvedEncryptionOptions } from './outcome-encryption.js';
 import type { RecordedOutcome } from '../outcome/recorded-outcome.js';
-
-/** The `encryption` option with its default applied and its keys validated. */
-export interface ResolvedEncryptionOptions {
-  keys: MasterKey[];
-  acceptPlaintext: boolean;
-}
 
 /** The payload's first byte: the body is null, or text. */
 const NO_BODY = 0;
@@ -43,12 +36,12 @@ const JSON_STRING = 'json';
  * status, fingerprint and expiry stay in their columns, bound to the envelope
  * as authenticated data: the expiry only where `encode` is given it.
  */
-export class OutcomeCodec implements OutcomeDecoder {
+export class OutcomeCodec {
   private readonly encryption: OutcomeEncryption | undefined;
   private readonly acceptPlaintext: boolean;
 
   constructor(options: ResolvedEncryptionOptions | undefined) {
-    this.encryption = options && new OutcomeEncryption(options.keys);
+    this.encryption = options?.sealer;
     this.acceptPlaintext = options?.acceptPlaintext ?? true;
   }
 
@@ -79,6 +72,17 @@ export class OutcomeCodec implements OutcomeDecoder {
     }
     return { status, ...outcomeOf(payload) };
   }
+
+  /** The record of `id` as the flows use it: its outcome decoded, which throws for one that must not be replayed (see `decode`). */
+  storedRecord(row: RecordRow, id: RecordId): StoredRecord {
+    const outcome = hasOutcome(row) ? this.decode(id, row) : null;
+    return { fingerprint: row.fingerprint, status: row.status, outcome, expiresAt: row.expires_at };
+  }
+}
+
+/** Whether the row holds a recorded outcome (a finished record), without reading it. */
+export function hasOutcome(row: RecordRow): row is RecordRow & OutcomeColumns {
+  return row.status !== 'in_progress' && row.response_status !== null;
 }
 
 /** The body as sent; one with a NUL character as a JSON string literal, marked. */

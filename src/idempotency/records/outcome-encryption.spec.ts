@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import type { RecordId } from './stored-record.js';
 import { type EncryptionKey, masterKeys } from './encryption-keys.js';
-import { OutcomeEncryption, type SealContext, UnsealError, type UnsealFailure } from './outcome-encryption.js';
+import { UnsealError, type UnsealFailure } from '../errors/idempotency.exceptions.js';
+import { OutcomeEncryption, type SealContext } from './outcome-encryption.js';
 
 const KEY_A = Buffer.alloc(32, 0xa1);
 const KEY_B = Buffer.alloc(32, 0xb2);

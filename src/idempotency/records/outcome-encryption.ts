@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, type KeyObject, randomBytes } from 'node:crypto';
-import type { MasterKey } from './encryption-keys.js';
-import type { RecordUndecryptableReason } from '../errors/idempotency.exceptions.js';
+import { type EncryptionKey, type MasterKey, masterKeys } from './encryption-keys.js';
+import { UnsealError } from '../errors/idempotency.exceptions.js';
 import type { RecordId } from './stored-record.js';
 
 /** What a sealed outcome is bound to: opening it anywhere else fails. */
@@ -17,18 +17,20 @@ export interface SealContext {
   expiresAt?: Date;
 }
 
-/** Why an envelope did not open. */
-export type UnsealFailure = Exclude<RecordUndecryptableReason, 'plaintext-refused' | 'encryption-off'>;
+/** The `encryption` option with its default applied, its keys validated, and what seals with them. */
+export interface ResolvedEncryptionOptions {
+  keys: MasterKey[];
+  sealer: OutcomeEncryption;
+  acceptPlaintext: boolean;
+}
 
-/** An envelope that did not open, and why (`reason`). */
-export class UnsealError extends Error {
-  constructor(
-    readonly reason: UnsealFailure,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'UnsealError';
-  }
+/**
+ * Resolves the `encryption` option. Loaded only where encryption is on
+ * (`resolveModuleOptions`): an app without it loads none of its code.
+ */
+export function resolveEncryption({ keys, acceptPlaintext = false }: { keys: readonly EncryptionKey[]; acceptPlaintext?: boolean }): ResolvedEncryptionOptions {
+  const masters = masterKeys(keys);
+  return { keys: masters, sealer: new OutcomeEncryption(masters), acceptPlaintext };
 }
 
 /** The version new records are sealed with; v1 envelopes, which bind neither fingerprint nor expiry, still open. */

@@ -73,23 +73,3 @@ export type EncodedOutcome = {
   readonly headers: string | null;
   readonly body: string | null;
 } & { readonly __encodedBy: 'OutcomeCodec' };
-
-/** Reads a recorded outcome back (`OutcomeCodec`): decrypts it, or throws when it must not be replayed. */
-export interface OutcomeDecoder {
-  decode(id: RecordId, columns: OutcomeColumns): RecordedOutcome;
-}
-
-/**
- * The record of `id` as the flows use it. Its outcome goes through `outcomes`
- * (the codec), which throws IdempotencyRecordUndecryptableException for one
- * that must not be replayed.
- */
-export function toStoredRecord(row: RecordRow, id: RecordId, outcomes: OutcomeDecoder): StoredRecord {
-  const outcome = hasOutcome(row) ? outcomes.decode(id, row) : null;
-  return { fingerprint: row.fingerprint, status: row.status, outcome, expiresAt: row.expires_at };
-}
-
-/** Whether the row holds a recorded outcome (a finished record), without reading it. */
-export function hasOutcome(row: RecordRow): row is RecordRow & OutcomeColumns {
-  return row.status !== 'in_progress' && row.response_status !== null;
-}

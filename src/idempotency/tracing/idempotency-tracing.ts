@@ -1,8 +1,7 @@
 import { type Attributes, context, SpanKind, SpanStatusCode, trace, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
-import { IDEMPOTENCY_CHANNELS } from '../events/idempotency-channels.js';
-import type { AttemptEvent, AttemptOutcome, CommitFailedEvent } from '../events/idempotency-events.js';
+import { type AttemptEvent, type AttemptOutcome, type CommitFailedEvent, IDEMPOTENCY_CHANNELS } from '../events/idempotency-events.js';
 
 /** The options of `traceIdempotency()`. */
 export interface IdempotencyTracingOptions {

@@ -5,7 +5,9 @@ import { IdempotencyDataSource } from '../idempotency-data-source.js';
 import type { RequestTransaction } from '../request-transaction.js';
 import { IdempotencyTransactionHost } from '../transaction-host.js';
 import type { LibraryJoin, Outside } from './library-join.js';
-import { joinTypeormTransactional } from './typeorm-transactional.js';
+
+/** Set on a DataSource by typeorm-transactional's `addTransactionalDataSource()`: the name the library knows it by. */
+export const TRANSACTIONAL_DATA_SOURCE = '@transactional/data-source';
 
 /**
  * The transaction libraries the app already runs on the served DataSource,
@@ -15,12 +17,11 @@ import { joinTypeormTransactional } from './typeorm-transactional.js';
  * a transaction of its own on another connection, and typeorm-transactional's
  * commit and rollback hooks fire at the request's real COMMIT or ROLLBACK.
  *
- * Both are optional: each is loaded, at startup, only where the app uses it
- * (see `joinTypeormTransactional`, `joinNestjsCls`), and an app with neither
- * runs its handlers as they are. The join of @nestjs-cls/transactional loads
- * only where the plugin does; typeorm-transactional's reads the mark
- * `addTransactionalDataSource()` leaves on the DataSource first, and must
- * refuse a DataSource so marked whose library it cannot load.
+ * Both are optional: each join's code loads, at startup, only where the app
+ * uses its library, and an app with neither runs its handlers as they are.
+ * @nestjs-cls/transactional's loads where the plugin does;
+ * typeorm-transactional's where `addTransactionalDataSource()` marked the
+ * served DataSource, and then refuses one whose library it cannot load.
  */
 @Injectable()
 export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown {
@@ -35,9 +36,17 @@ export class TransactionLibraries implements OnModuleInit, OnApplicationShutdown
   async onModuleInit(): Promise<void> {
     const dataSource = this.served.dataSource;
     const outside = <T>(work: () => T): T => this.host.outside(work);
-    const joins = await Promise.all([joinTypeormTransactional(dataSource, outside), this.joinNestjsCls(dataSource, outside)]);
+    const joins = await Promise.all([this.joinTypeormTransactional(dataSource, outside), this.joinNestjsCls(dataSource, outside)]);
     this.joins = joins.filter((join) => join !== undefined);
     for (const { isolation } of this.joins) if (isolation) this.served.requireIsolation(isolation);
+  }
+
+  /** typeorm-transactional's join, whose code loads only where the app added `dataSource` to the library. */
+  private async joinTypeormTransactional(dataSource: DataSource, outside: Outside): Promise<LibraryJoin | undefined> {
+    const name: unknown = Reflect.get(dataSource, TRANSACTIONAL_DATA_SOURCE);
+    if (typeof name !== 'string') return undefined;
+    const { joinTypeormTransactional } = await import('./typeorm-transactional.js');
+    return joinTypeormTransactional(dataSource, name, outside);
   }
 
   /** @nestjs-cls/transactional's join, whose code loads only where the app has the plugin. */

@@ -12,7 +12,8 @@ import {
 } from 'typeorm-transactional';
 import type { RequestTransaction, TransactionEnd } from '../request-transaction.js';
 import type { LibraryJoin, Outside } from './library-join.js';
-import { joinTypeormTransactional, TRANSACTIONAL_DATA_SOURCE } from './typeorm-transactional.js';
+import { TRANSACTIONAL_DATA_SOURCE } from './transaction-libraries.js';
+import { joinTypeormTransactional } from './typeorm-transactional.js';
 
 // The end-to-end suite runs the library's default storage (cls-hooked); this one, the AsyncLocalStorage its README recommends.
 initializeTransactionalContext({ storageDriver: StorageDriver.ASYNC_LOCAL_STORAGE });
@@ -78,7 +79,7 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
   beforeAll(async () => {
     dataSource = addTransactionalDataSource({ name: 'contract', dataSource: new DataSource({ type: 'postgres', url: process.env.DATABASE_URL, extra: { max: 3 } }) });
     await dataSource.initialize();
-    join = (await joinTypeormTransactional(dataSource, outside))!;
+    join = (await joinTypeormTransactional(dataSource, 'contract', outside))!;
   });
   beforeEach(async () => {
     hooks.length = 0;

@@ -12,9 +12,6 @@ type Context = Pick<typeof import('typeorm-transactional/dist/common/index.js'),
 /** The library's context store, as far as its `run()`, which each call of a method the library decorates enters, is used here. */
 type ContextStore = { run<T>(callback: () => T): T };
 
-/** Set on a DataSource by `addTransactionalDataSource()`: the name the library knows it by. */
-export const TRANSACTIONAL_DATA_SOURCE = '@transactional/data-source';
-
 /** An idempotent request whose handler starts inside the library's context. */
 interface Start {
   readonly manager: EntityManager;
@@ -32,8 +29,8 @@ interface Start {
 const starts = new ContextSlot<Start>('typeorm-transactional start');
 
 /**
- * Joins typeorm-transactional where the app added the served DataSource to
- * it (`addTransactionalDataSource()`), so that its propagation modes mean
+ * Joins typeorm-transactional, to which the app added the served DataSource
+ * as `name` (`addTransactionalDataSource()`), so that its propagation modes mean
  * inside an idempotent request what they mean inside a transaction of the
  * library's own:
  *
@@ -61,13 +58,14 @@ const starts = new ContextSlot<Start>('typeorm-transactional start');
  * Public API apart, it relies on the library's context (`dist/common`:
  * `getTransactionalContext()`, `getHookInContext()`, the context's `run()`,
  * which `wrapInTransaction()` enters for each call) and on the shape of
- * `wrapInTransaction()`; `typeorm-transactional.contract.spec.ts` pins them.
+ * `wrapInTransaction()`, and on the name it sets on the DataSource
+ * (`TRANSACTIONAL_DATA_SOURCE`, read before this file loads);
+ * `typeorm-transactional.contract.spec.ts` pins them.
  *
- * @returns undefined where the app does not use the library on `dataSource`.
+ * @returns undefined where the library's context was never initialised
+ * (`initializeTransactionalContext()`): none of its transactions can start.
  */
-export async function joinTypeormTransactional(dataSource: DataSource, outside: Outside): Promise<LibraryJoin | undefined> {
-  const name = (dataSource as unknown as Record<string, unknown>)[TRANSACTIONAL_DATA_SOURCE];
-  if (typeof name !== 'string') return undefined;
+export async function joinTypeormTransactional(dataSource: DataSource, name: string, outside: Outside): Promise<LibraryJoin | undefined> {
   const library: Library | undefined = await import('typeorm-transactional').catch(() => undefined);
   if (!library) {
     throw new IdempotencyConfigurationError(

@@ -1,4 +1,4 @@
-import { ReplayLikelihood } from './replay-likelihood.js';
+import { ReplayLikelihood } from './fast-replay.js';
 
 describe('ReplayLikelihood', () => {
   it('starts with claims first, per operation', () => {
