@@ -43,6 +43,13 @@ class Ledger {
     throw new ConflictException('the order fails after its write');
   }
 
+  /** Writes its order and its hooks, then fails: its transaction rolls back, and so its rollback hook fires, never its commit hook. */
+  @Transactional()
+  async placeWithHooksThenFail(label: string): Promise<never> {
+    await this.place(label);
+    throw new ConflictException('the order fails after its write and its hooks');
+  }
+
   /** The order fails after its audit: the audit must outlive it. */
   @Transactional()
   async placeAuditedThenFail(label: string): Promise<never> {
@@ -90,6 +97,15 @@ const TYPEORM_TRANSACTIONAL_ROUTES: PairedRoute[] = [
       await context.get(EntityManager).save(FaithfulRow, { label, step: 'injected' });
       await context.dataSource.transaction((manager) => manager.save(FaithfulRow, { label, step: 'transaction' }));
       throw new Error('the request fails after its writes');
+    },
+  },
+  {
+    path: 'tt/caught-then-place',
+    handle: async (context, { label }: { label: string }) => {
+      const ledger = ledgerOf(context);
+      await ledger.placeWithHooksThenFail(`${label}-failed`).catch(() => undefined);
+      await ledger.place(label);
+      return { label };
     },
   },
   {
@@ -212,6 +228,23 @@ describe('the app’s transaction library inside an idempotent request', () => {
       const labels = labelsOf('tt-caught');
       expect((await bothTwins(app, 'tt/caught', labels)).map((answer) => answer.status)).toEqual([201, 201]);
       expect([await rows(labels.with, 'order'), await rows(labels.without, 'order')]).toEqual([0, 0]);
+    });
+
+    it('fires the rollback hook of a REQUIRED method that failed under a handler that caught its error and went on, never its commit hook, as without the module', async () => {
+      const labels = labelsOf('tt-caught-hooks');
+      expect((await bothTwins(app, 'tt/caught-then-place', labels)).map((answer) => answer.status)).toEqual([201, 201]);
+      for (const twin of TWINS) {
+        const failed = `${labels[twin]}-failed`;
+        expect(await eventually(() => fired(failed, 'rollback').length === 1), `${twin}: the failed method’s rollback hook fired`).toBe(true);
+        expect(await eventually(() => fired(labels[twin], 'commit').length === 1), `${twin}: the next method’s commit hook fired`).toBe(true);
+      }
+      await sleep(100);
+      for (const twin of TWINS) {
+        const failed = `${labels[twin]}-failed`;
+        expect([fired(failed, 'commit'), fired(failed, 'rollback').length, fired(labels[twin], 'rollback')], twin).toEqual([[], 1, []]);
+        expect(fired(labels[twin], 'commit').every((entry) => entry.visible), `${twin}: the order was committed when its hook fired`).toBe(true);
+        expect([await rows(failed, 'order'), await rows(labels[twin], 'order')], twin).toEqual([0, 1]);
+      }
     });
 
     it('commits an audit of runInTransaction(…, { propagation: REQUIRES_NEW }) that outlives the request’s failure', async () => {

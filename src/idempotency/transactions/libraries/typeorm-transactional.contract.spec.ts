@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import {
@@ -29,6 +30,12 @@ class Service {
     runOnTransactionCommit(() => hooks.push('commit'));
     runOnTransactionRollback((error) => hooks.push(`rollback: ${error.message}`));
     return this.dataSource.manager;
+  }
+
+  @Transactional({ connectionName: 'contract' })
+  async requiredThenFail(): Promise<never> {
+    await this.required();
+    throw new Error('the method failed');
   }
 
   @Transactional({ connectionName: 'contract', propagation: Propagation.REQUIRES_NEW })
@@ -66,13 +73,18 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
     outsideCalls++;
     return work();
   };
-  /** The request's transaction, as the flow gives it: its end is told through `hookInto`. */
+  /** Set inside a unit of the request's transaction. */
+  const inUnit = new AsyncLocalStorage<true>();
+  /** The request's transaction, as the flow gives it: its end is told through `hookInto`; a unit's calls join it. */
   const request = () =>
     ({
       hookInto: (end: TransactionEnd) => ends.push(end),
       unit: (work: () => Promise<unknown>) => {
         units++;
-        return work();
+        return inUnit.run(true, work);
+      },
+      get inUnit() {
+        return inUnit.getStore() === true;
       },
     }) as unknown as RequestTransaction;
 
@@ -121,6 +133,21 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
   it('enters its context’s run() once per @Transactional() call, where the join makes the call a unit of the request’s transaction', async () => {
     const service = new Service(dataSource);
     await join.around!(request(), runner.manager, async () => [await service.required(), await service.required()]);
+    expect(units).toBe(2);
+  });
+
+  it('gives a @Transactional() call hooks of its own (setHookInContext(), maxHookHandlers): failed under a caller that goes on, its rollback hook fires at once, its commit hook never', async () => {
+    const service = new Service(dataSource);
+    await join.around!(request(), runner.manager, async () => {
+      await service.requiredThenFail().catch(() => undefined);
+      await nextTurn();
+      expect(hooks).toEqual(['rollback: the method failed']);
+      return service.required();
+    });
+    await ends[0].afterCommit();
+    await nextTurn();
+    await nextTurn();
+    expect(hooks).toEqual(['rollback: the method failed', 'commit']);
     expect(units).toBe(2);
   });
 

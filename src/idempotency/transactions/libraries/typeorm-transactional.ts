@@ -1,4 +1,4 @@
-import type { EventEmitter } from 'node:events';
+import { EventEmitter } from 'node:events';
 import type { DataSource, EntityManager } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency.exceptions.js';
 import { ContextSlot } from '../request-context.js';
@@ -7,8 +7,11 @@ import { wrapMethod } from '../wrap-method.js';
 import type { LibraryJoin, Outside } from './library-join.js';
 
 type Library = Pick<typeof import('typeorm-transactional'), 'runInTransaction' | 'getDataSourceByName'>;
-/** Internals read to tell the library's new transactions from the app's own `transaction()` calls: see `joinTypeormTransactional`. */
-type Context = Pick<typeof import('typeorm-transactional/dist/common/index.js'), 'getTransactionalContext' | 'getHookInContext'>;
+/** Internals read to tell the library's new transactions from the app's own `transaction()` calls, and to give a decorated call hooks of its own: see `joinTypeormTransactional`. */
+type Context = Pick<
+  typeof import('typeorm-transactional/dist/common/index.js'),
+  'getTransactionalContext' | 'getHookInContext' | 'setHookInContext' | 'getTransactionalOptions'
+>;
 /** The library's context store, as far as its `run()`, which each call of a method the library decorates enters, is used here. */
 type ContextStore = { run<T>(callback: () => T): T };
 
@@ -24,6 +27,10 @@ interface Start {
   state: 'starting' | 'joined' | 'apart';
   /** The library's hook emitter for the request's transaction. */
   emitter?: EventEmitter | null;
+  /** The hook emitters of the decorated calls that are units of the request's transaction (see `withHooksOfItsOwn`). */
+  readonly units: Set<EventEmitter>;
+  /** Those of the units that succeeded: their hooks fire with the request's own. */
+  readonly succeeded: EventEmitter[];
 }
 
 const starts = new ContextSlot<Start>('typeorm-transactional start');
@@ -46,17 +53,20 @@ const starts = new ContextSlot<Start>('typeorm-transactional start');
  *   request's transaction, behind a savepoint (see `RequestTransaction`):
  *   a REQUIRED method that throws has its writes rolled back, as its own
  *   transaction's would be without the module, even where its caller
- *   catches the error and goes on. Its inner calls join it without one, as
- *   the library's REQUIRED joins an enclosing transaction.
+ *   catches the error and goes on; its hooks are its own, so that such a
+ *   method's rollback hook fires then, and its commit hook never. Its inner
+ *   calls join it, and its hooks, without a savepoint, as the library's
+ *   REQUIRED joins an enclosing transaction.
  * - REQUIRES_NEW and NESTED call `dataSource.transaction()` under a new
  *   emitter of the library's (its `runInNewHookContext()`); such a call runs
  *   `outside()` the request, a transaction of its own on another pool
  *   connection, as without the module (the library's patched `transaction()`
  *   always opens one). The app's own `dataSource.transaction()` runs under
- *   the request's emitter and joins it as a savepoint, as before.
+ *   the request's emitter, or a unit's, and joins it as a savepoint.
  *
  * Public API apart, it relies on the library's context (`dist/common`:
- * `getTransactionalContext()`, `getHookInContext()`, the context's `run()`,
+ * `getTransactionalContext()`, `getHookInContext()`, `setHookInContext()`,
+ * `getTransactionalOptions()`'s `maxHookHandlers`, the context's `run()`,
  * which `wrapInTransaction()` enters for each call) and on the shape of
  * `wrapInTransaction()`, and on the name it sets on the DataSource
  * (`TRANSACTIONAL_DATA_SOURCE`, read before this file loads);
@@ -98,7 +108,9 @@ export async function joinTypeormTransactional(dataSource: DataSource, name: str
       const start = starts.get();
       // After the request committed, the library's methods run as they would on their own.
       if (start?.state !== 'joined' || start.transaction.state === 'committed') return run.call(this, callback);
-      return run.call(this, () => start.transaction.unit(async () => callback()));
+      // A call inside a unit joins it, and its hooks, as the library's REQUIRED joins the transaction around it.
+      if (start.transaction.inUnit) return run.call(this, callback);
+      return run.call(this, () => start.transaction.unit(() => withHooksOfItsOwn(start, context, callback)));
     },
   );
   const unwrapTransaction = wrapMethod(dataSource, 'transaction', (transaction) =>
@@ -110,7 +122,8 @@ export async function joinTypeormTransactional(dataSource: DataSource, name: str
         start.emitter = emitterNow();
         return inline(args, start.manager);
       }
-      return emitterNow() === start.emitter ? transaction.apply(this, args) : outside(() => transaction.apply(this, args));
+      const emitter = emitterNow();
+      return emitter === start.emitter || (emitter && start.units.has(emitter)) ? transaction.apply(this, args) : outside(() => transaction.apply(this, args));
     },
   );
   return {
@@ -129,7 +142,7 @@ export async function joinTypeormTransactional(dataSource: DataSource, name: str
  */
 function runInRequest<T>(library: Library, connectionName: string, transaction: RequestTransaction, manager: EntityManager, work: () => Promise<T>): Promise<T> {
   const ended = endOf(transaction);
-  const start: Start = { manager, transaction, state: 'starting' };
+  const start: Start = { manager, transaction, state: 'starting', units: new Set(), succeeded: [] };
   return new Promise<T>((resolve, reject) => {
     const started = starts.run(start, () =>
       library.runInTransaction(
@@ -145,6 +158,49 @@ function runInRequest<T>(library: Library, connectionName: string, transaction: 
     // A refusal before the handler ran is the request's answer; after, the handler's own answer has gone already.
     started.catch(reject);
   });
+}
+
+/**
+ * Runs a decorated call that is a unit of the request's transaction under a
+ * hook emitter of its own, as the library runs a REQUIRED call that opens its
+ * transaction. Failed, its writes rolled back to the unit's savepoint, its
+ * rollback and end hooks fire (after the turn, as the library fires them)
+ * and its commit hooks never, whatever its caller does with the error.
+ * Succeeded, its hooks wait for the request's end and fire with the
+ * request's own: never a commit hook for work that rolled back.
+ */
+async function withHooksOfItsOwn(start: Start, context: Context, callback: () => unknown): Promise<unknown> {
+  const hooks = new EventEmitter();
+  hooks.setMaxListeners(context.getTransactionalOptions().maxHookHandlers);
+  context.setHookInContext(context.getTransactionalContext(), hooks);
+  start.units.add(hooks);
+  try {
+    const result = await callback();
+    fireWithRequest(start, hooks);
+    return result;
+  } catch (error) {
+    setImmediate(() => fire(hooks, 'rollback', error));
+    throw error;
+  }
+}
+
+/** Has `hooks` fire when the request's emitter does: one listener per event on it, whatever the number of units. */
+function fireWithRequest(start: Start, hooks: EventEmitter): void {
+  if (start.succeeded.push(hooks) > 1 || !start.emitter) return;
+  start.emitter.once('commit', () => {
+    for (const unit of start.succeeded) fire(unit, 'commit', undefined);
+  });
+  start.emitter.once('rollback', (error: unknown) => {
+    for (const unit of start.succeeded) fire(unit, 'rollback', error);
+  });
+}
+
+/** Fires an end on a unit's emitter as the library fires one on its own: the outcome's event, then `end`, then no more. */
+function fire(hooks: EventEmitter, outcome: 'commit' | 'rollback', error: unknown): void {
+  if (outcome === 'commit') hooks.emit('commit');
+  else hooks.emit('rollback', error);
+  hooks.emit('end', error);
+  hooks.removeAllListeners();
 }
 
 /** Settles when the handler's transaction ends: resolved at COMMIT, rejected with the failure at ROLLBACK. */
