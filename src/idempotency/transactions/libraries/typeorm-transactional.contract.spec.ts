@@ -38,6 +38,11 @@ class Service {
     throw new Error('the method failed');
   }
 
+  @Transactional({ connectionName: 'contract' })
+  async requiredWithOwnTransaction(): Promise<unknown> {
+    return this.dataSource.transaction(async () => undefined);
+  }
+
   @Transactional({ connectionName: 'contract', propagation: Propagation.REQUIRES_NEW })
   async requiresNew(): Promise<EntityManager> {
     return this.dataSource.manager;
@@ -176,6 +181,12 @@ describe('joining typeorm-transactional (contract with typeorm-transactional)', 
       await service.required();
       return dataSource.transaction(async () => undefined);
     });
+    expect(outsideCalls).toBe(0);
+  });
+
+  it('leaves the app’s own dataSource.transaction() inside a @Transactional() call, under the call’s own emitter, to join the request', async () => {
+    const service = new Service(dataSource);
+    await join.around!(request(), runner.manager, () => service.requiredWithOwnTransaction());
     expect(outsideCalls).toBe(0);
   });
 });
