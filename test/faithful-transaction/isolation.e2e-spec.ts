@@ -189,6 +189,31 @@ describe('the isolation level and the retryable failures of the request’s tran
       }
     });
 
+    it('follows a default_transaction_isolation changed while it runs, on the connections made since, as without the module', async () => {
+      const application = uniqueLabel('level-follower');
+      const follower = await startFaithfulApp({
+        db,
+        routes: [{ path: 'level', handle: async ({ dataSource }) => dataSource.transaction(async (manager) => (await manager.query(`SHOW transaction_isolation`))[0]) }],
+        dataSource: { extra: { application_name: application } },
+      });
+      const levels = async () => (await Promise.all(TWINS.map((twin) => send(follower, 'level', twin)))).map((answer) => (answer.status === 201 ? answer.body.transaction_isolation : answer.status));
+      try {
+        expect(await levels()).toEqual(['read committed', 'read committed']);
+        await setDatabaseDefault(db, 'default_transaction_isolation', `'serializable'`);
+        // The pool makes new connections, which the new default reaches; a request may meet a connection ended under it first.
+        await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [application]);
+        let answered: unknown[] = [];
+        for (let attempt = 0; attempt < 10; attempt++) {
+          answered = await levels();
+          if (answered.every((level) => typeof level === 'string')) break;
+        }
+        expect(answered).toEqual(['serializable', 'serializable']);
+      } finally {
+        await follower.close();
+        await resetDatabaseDefault(db, 'default_transaction_isolation');
+      }
+    });
+
     describe('on a database whose default_transaction_isolation is serializable', () => {
       let serializable: FaithfulApp;
       beforeAll(async () => {

@@ -12,6 +12,9 @@ export interface PgPool<Client> {
   Client: new (options: unknown) => Client;
   /** The options it makes them with; `max`, the pool's size. */
   options: { max?: number };
+  /** Listens for each connection it makes, before it hands it out (`'connect'`). */
+  on(event: 'connect', listener: (client: Client) => void): unknown;
+  off(event: 'connect', listener: (client: Client) => void): unknown;
 }
 
 /**

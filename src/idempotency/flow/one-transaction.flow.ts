@@ -52,13 +52,14 @@ export class OneTransactionFlow {
   ) {}
 
   async execute(id: RecordId, fingerprint: RequestFingerprint, terms: OneTransactionTerms, next: CallHandler): Promise<FlowEnding<OneTransactionSettled>> {
+    const runner = ownQueryRunner(this.served.dataSource);
     const call: FlowCall = {
       id,
       fingerprint,
       terms,
       next,
-      runner: ownQueryRunner(this.served.dataSource),
-      isolation: terms.isolation ?? this.served.isolation,
+      runner,
+      isolation: terms.isolation ?? (await this.served.isolationOn(runner)),
       steps: { collided: false, timeline: {} },
       handedOver: false,
     };

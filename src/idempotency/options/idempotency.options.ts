@@ -254,8 +254,9 @@ export interface IdempotentOptions {
    * inside the handler cannot raise it, since they become savepoints of the
    * request's transaction. Default: the level the app's transactions get,
    * the DataSource's `isolationLevel` (TypeORM 1.x), else the database's
-   * `default_transaction_isolation` for the app's connections, read at
-   * startup, or @nestjs-cls/transactional's `defaultTxOptions.isolationLevel`
+   * `default_transaction_isolation` of the request's connection (read as
+   * the pool made it, so a default changed while the app runs reaches new
+   * connections), or @nestjs-cls/transactional's `defaultTxOptions.isolationLevel`
    * where stricter. At REPEATABLE READ and SERIALIZABLE a key is
    * claimed by inserting its record (a second write at commit completes it),
    * and a serialization failure answers 503 with `Retry-After`.

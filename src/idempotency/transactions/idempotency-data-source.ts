@@ -1,9 +1,10 @@
-import { Inject, Injectable, type InjectionToken, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type InjectionToken, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 // A namespace import: a named one would stop the ES build from linking on a TypeORM without DataSource (0.2), before
 // IdempotencyModule.forRoot() could refuse that version by name.
 import * as typeorm from 'typeorm';
-import type { DataSource } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { pgPoolOf } from '../driver/pg-pool.js';
 import { IdempotencyConfigurationError } from '../errors/idempotency.exceptions.js';
 import { type IsolationLevel, isAtLeast, isolationLevelOf, type ResolvedModuleOptions } from '../options/idempotency.options.js';
 import { RESOLVED_IDEMPOTENCY_OPTIONS } from '../options/idempotency.tokens.js';
@@ -32,8 +33,12 @@ export function dataSourceTokenOf(name: string): InjectionToken {
  * lifecycle hook, where it is looked up, so a wrong name fails the startup.
  */
 @Injectable()
-export class IdempotencyDataSource implements OnModuleInit {
+export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdown {
   private resolved?: DataSource;
+  /** The default level of each connection the pool made since startup, read as it connected: see `isolationOn`. */
+  private readonly connectionLevels = new WeakMap<object, Promise<IsolationLevel | undefined>>();
+  /** Stops reading new connections' levels; set where the connections' default decides the app's level. */
+  private stopReadingLevels?: () => void;
   private appIsolation: IsolationLevel = 'READ COMMITTED';
   private connectionIsolation: IsolationLevel = 'READ COMMITTED';
   private libraryIsolation?: IsolationLevel;
@@ -53,13 +58,30 @@ export class IdempotencyDataSource implements OnModuleInit {
    * and so the one an idempotent request's transaction starts at: the
    * DataSource's `isolationLevel` (TypeORM 1.x), else the database's
    * `default_transaction_isolation` for the app's connections (server,
-   * database, role and connection settings), read once at startup; or the
-   * level a transaction library of the app's starts its own at, where
-   * stricter (see `requireIsolation`).
+   * database, role and connection settings), read at startup, and per
+   * connection since (`isolationOn`); or the level a transaction library of
+   * the app's starts its own at, where stricter (see `requireIsolation`).
    */
   get isolation(): IsolationLevel {
     const library = this.libraryIsolation;
     return library && !isAtLeast(this.appIsolation, library) ? library : this.appIsolation;
+  }
+
+  /**
+   * The level a request's transaction starts at on `runner`'s connection:
+   * `isolation`, but where the connections' default decides it, that of this
+   * connection, read as the pool made it. A default changed while the app
+   * runs (`ALTER DATABASE … SET default_transaction_isolation`, or a role's)
+   * reaches the connections made since, and the app's own transactions on
+   * them: the request's follows it, as they do.
+   */
+  async isolationOn(runner: QueryRunner): Promise<IsolationLevel> {
+    // A connection that cannot be had fails the claim, which says why: here it only leaves the level as it was.
+    const connection: unknown = this.stopReadingLevels && (await runner.connect().catch(() => undefined));
+    const read = connection ? this.connectionLevels.get(connection as object) : undefined;
+    const level = (read && (await read)) ?? this.appIsolation;
+    const library = this.libraryIsolation;
+    return library && !isAtLeast(level, library) ? library : level;
   }
 
   /**
@@ -104,6 +126,27 @@ export class IdempotencyDataSource implements OnModuleInit {
     this.connectionIsolation = isolationLevelOf(row?.isolation) ?? this.connectionIsolation;
     this.appIsolation = isolationLevelOf(configured) ?? this.connectionIsolation;
     this.deferred = row?.deferred ?? [];
+    if (isolationLevelOf(configured) === undefined) this.readLevelsOfNewConnections(dataSource);
+  }
+
+  onApplicationShutdown(): void {
+    this.stopReadingLevels?.();
+  }
+
+  /** Reads the default level of each connection the pool makes from now on, first thing on it. */
+  private readLevelsOfNewConnections(dataSource: DataSource): void {
+    const pool = pgPoolOf<ConnectionClient>(dataSource);
+    if (!pool?.on || !pool.off) return;
+    const read = (client: ConnectionClient) =>
+      this.connectionLevels.set(
+        client,
+        client.query(READ_DEFAULT_LEVEL).then(
+          ({ rows }) => isolationLevelOf(rows[0]?.isolation),
+          () => undefined,
+        ),
+      );
+    pool.on('connect', read);
+    this.stopReadingLevels = () => pool.off!('connect', read);
   }
 
   private lookUp(): DataSource {
@@ -130,6 +173,13 @@ export class IdempotencyDataSource implements OnModuleInit {
     }
   }
 }
+
+/** A connection of the pool, as far as its level is read. */
+interface ConnectionClient {
+  query(text: string): Promise<{ rows: Array<{ isolation?: string }> }>;
+}
+
+const READ_DEFAULT_LEVEL = `SELECT current_setting('default_transaction_isolation') AS isolation`;
 
 function isDataSource(value: unknown): value is DataSource {
   return typeof (value as DataSource).createQueryRunner === 'function' && typeof (value as DataSource).manager === 'object';
