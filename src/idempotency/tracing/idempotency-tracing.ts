@@ -67,12 +67,33 @@ export function traceIdempotency(options: IdempotencyTracingOptions = {}): () =>
   };
 }
 
+/** Tries at aligning the clocks before taking what it has: each is two reads of performance.now() around one of Date.now(). */
+const ALIGNMENT_TRIES = 3;
+
+/**
+ * What to add to a performance.now() reading for the wall-clock time, with
+ * the reading it was taken at. Date.now() is read between two readings of
+ * performance.now(), and again where the two lie more than 0.1 ms apart (the
+ * thread was preempted between them, on a loaded machine): the offset is
+ * then off by the whole-millisecond Date.now() alone, as the spans an
+ * OpenTelemetry SDK times itself are.
+ */
+function wallClockOffset(): { end: number; offset: number } {
+  let best = { end: 0, offset: 0, gap: Infinity };
+  for (let attempt = 0; attempt < ALIGNMENT_TRIES && best.gap > 0.1; attempt++) {
+    const before = performance.now();
+    const wall = Date.now();
+    const after = performance.now();
+    if (after - before < best.gap) best = { end: after, offset: wall - (before + after) / 2, gap: after - before };
+  }
+  return best;
+}
+
 function recordAttempt(tracer: Tracer, event: AttemptEvent, commitError: string | undefined): void {
   const { timeline } = event;
   if (!timeline) return;
   // The timeline holds performance.now() readings; spans take wall-clock times, aligned once per attempt.
-  const end = performance.now();
-  const offset = Date.now() - end;
+  const { end, offset } = wallClockOffset();
   const attributes: Attributes = {
     [IdempotencySpanAttributes.OPERATION]: event.operation,
     [IdempotencySpanAttributes.OUTCOME]: event.outcome,
