@@ -10,7 +10,7 @@ import type { Abandonment } from './handler-run.js';
 export interface OneTransactionTerms {
   retention: number;
   wait: number;
-  /** The transaction's isolation level; the app's (`IdempotencyDataSource.isolation`) when absent. */
+  /** The transaction's isolation level; the app's on the request's connection (`IdempotencyDataSource.isolationOn`) when absent. */
   isolation?: IsolationLevel;
   /** The outcome to record for the handler's result. */
   capture(result: unknown): RecordedOutcome;

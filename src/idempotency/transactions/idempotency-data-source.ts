@@ -54,26 +54,16 @@ export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdow
   }
 
   /**
-   * The isolation level the app's own transactions get on this DataSource,
-   * and so the one an idempotent request's transaction starts at: the
-   * DataSource's `isolationLevel` (TypeORM 1.x), else the database's
-   * `default_transaction_isolation` for the app's connections (server,
-   * database, role and connection settings), read at startup, and per
-   * connection since (`isolationOn`); or the level a transaction library of
-   * the app's starts its own at, where stricter (see `requireIsolation`).
-   */
-  get isolation(): IsolationLevel {
-    const library = this.libraryIsolation;
-    return library && !isAtLeast(this.appIsolation, library) ? library : this.appIsolation;
-  }
-
-  /**
-   * The level a request's transaction starts at on `runner`'s connection:
-   * `isolation`, but where the connections' default decides it, that of this
-   * connection, read as the pool made it. A default changed while the app
-   * runs (`ALTER DATABASE … SET default_transaction_isolation`, or a role's)
-   * reaches the connections made since, and the app's own transactions on
-   * them: the request's follows it, as they do.
+   * The isolation level the app's own transactions get on `runner`'s
+   * connection, and so the one an idempotent request's transaction starts
+   * at there: the DataSource's `isolationLevel` (TypeORM 1.x), else the
+   * connection's `default_transaction_isolation` (server, database, role and
+   * connection settings), read as the pool made it, or at startup for the
+   * connections made before; or the level a transaction library of the
+   * app's starts its own at, where stricter (see `requireIsolation`). A
+   * default changed while the app runs (`ALTER DATABASE … SET
+   * default_transaction_isolation`) reaches the connections made since, and
+   * the app's own transactions on them: the request's follows it, as they do.
    */
   async isolationOn(runner: QueryRunner): Promise<IsolationLevel> {
     // A connection that cannot be had fails the claim, which says why: here it only leaves the level as it was.
@@ -94,9 +84,10 @@ export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdow
   }
 
   /**
-   * Raises `isolation` to `level`, the default level of a transaction
-   * library of the app's on this DataSource (`TransactionLibraries`): its
-   * transactions, joining the request's as savepoints, refuse one below it.
+   * Raises the level requests start at (`isolationOn`) to `level`, the
+   * default level of a transaction library of the app's on this DataSource
+   * (`TransactionLibraries`): its transactions, joining the request's as
+   * savepoints, refuse one below it.
    */
   requireIsolation(level: IsolationLevel): void {
     if (!this.libraryIsolation || isAtLeast(level, this.libraryIsolation)) this.libraryIsolation = level;
