@@ -36,7 +36,7 @@ export function dataSourceTokenOf(name: string): InjectionToken {
 export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdown {
   private resolved?: DataSource;
   /** The default level of each connection the pool made since startup, read as it connected: see `isolationOn`. */
-  private readonly connectionLevels = new WeakMap<object, Promise<IsolationLevel | undefined>>();
+  private readonly connectionLevels = new WeakMap<object, IsolationLevel | undefined | Promise<IsolationLevel | undefined>>();
   /** Stops reading new connections' levels; set where the connections' default decides the app's level. */
   private stopReadingLevels?: () => void;
   private appIsolation: IsolationLevel = 'READ COMMITTED';
@@ -65,11 +65,21 @@ export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdow
    * default_transaction_isolation`) reaches the connections made since, and
    * the app's own transactions on them: the request's follows it, as they do.
    */
-  async isolationOn(runner: QueryRunner): Promise<IsolationLevel> {
+  isolationOn(runner: QueryRunner): IsolationLevel | Promise<IsolationLevel> {
+    if (!this.stopReadingLevels) return this.raised(undefined);
     // A connection that cannot be had fails the claim, which says why: here it only leaves the level as it was.
-    const connection: unknown = this.stopReadingLevels && (await runner.connect().catch(() => undefined));
-    const read = connection ? this.connectionLevels.get(connection as object) : undefined;
-    const level = (read && (await read)) ?? this.appIsolation;
+    return runner.connect().then(
+      (connection: object) => {
+        const read = this.connectionLevels.get(connection);
+        return read instanceof Promise ? read.then((level) => this.raised(level)) : this.raised(read);
+      },
+      () => this.raised(undefined),
+    );
+  }
+
+  /** A connection's level (the app's where unread), raised to the transaction library's where that is stricter. */
+  private raised(read: IsolationLevel | undefined): IsolationLevel {
+    const level = read ?? this.appIsolation;
     const library = this.libraryIsolation;
     return library && !isAtLeast(level, library) ? library : level;
   }
@@ -128,16 +138,22 @@ export class IdempotencyDataSource implements OnModuleInit, OnApplicationShutdow
   private readLevelsOfNewConnections(dataSource: DataSource): void {
     const pool = pgPoolOf<ConnectionClient>(dataSource);
     if (!pool?.on || !pool.off) return;
+    // Kept as the promise until it settles, then as the level: a request on a connection read long ago does not wait on it.
     const read = (client: ConnectionClient) =>
       this.connectionLevels.set(
         client,
         client.query(READ_DEFAULT_LEVEL).then(
-          ({ rows }) => isolationLevelOf(rows[0]?.isolation),
-          () => undefined,
+          ({ rows }) => this.settledLevel(client, isolationLevelOf(rows[0]?.isolation)),
+          () => this.settledLevel(client, undefined),
         ),
       );
     pool.on('connect', read);
     this.stopReadingLevels = () => pool.off!('connect', read);
+  }
+
+  private settledLevel(client: object, level: IsolationLevel | undefined): IsolationLevel | undefined {
+    this.connectionLevels.set(client, level);
+    return level;
   }
 
   private lookUp(): DataSource {
