@@ -141,6 +141,9 @@ describe('canonical JSON (RFC 8785)', () => {
     ['by code unit: a surrogate pair (U+1F602) before U+FB33', { '\ufb33': 1, '\ud83d\ude02': 2 }, '{"\ud83d\ude02":2,"\ufb33":1}'],
     ['by code unit: U+E000 after a pair for U+10000', { '\ue000': 1, '\ud800\udc00': 2 }, '{"\ud800\udc00":2,"\ue000":1}'],
     ['nested members too, arrays kept in order', { z: [{ y: 1, x: 2 }, 3], a: { c: null, b: true } }, '{"a":{"b":true,"c":null},"z":[{"x":2,"y":1},3]}'],
+    // Past sixteen names the order comes from sort() rather than the insertion of a few.
+    ['of more than sixteen', Object.fromEntries([...'tsrqponmlkjihgfedcbA'].map((name) => [name, name])), `{${[...'Abcdefghijklmnopqrst'].map((name) => `"${name}":"${name}"`).join(',')}}`],
+    ['of exactly sixteen, by code unit', Object.fromEntries([...'ponmlkjihgfedc', '\ufb33', '\ud83d\ude02'].map((name) => [name, 1])), `{${[...'cdefghijklmnop', '\ud83d\ude02', '\ufb33'].map((name) => `"${name}":1`).join(',')}}`],
   ])('orders member names %s', (_case, value, expected) => {
     expect(canonicalJson(value)).toBe(expected);
   });

@@ -10,6 +10,8 @@ interface OpenContainer {
   wrappers: object[] | undefined;
 }
 
+/** Up to how many member names an object's are sorted by insertion. */
+const FEW_NAMES = 16;
 const SURROGATE = /[\ud800-\udfff]/;
 // In `u` mode a surrogate pair is one code point, so only an unpaired half is in this category.
 const LONE_SURROGATE = /\p{Cs}/u;
@@ -97,7 +99,24 @@ function written(value: unknown, path: Set<object>): string | undefined | OpenCo
     return primitiveText(value);
   }
   enter(value, path);
-  return { value, names: Array.isArray(value) ? undefined : Object.keys(value).sort(), next: 0, started: false, wrappers };
+  return { value, names: Array.isArray(value) ? undefined : canonicalOrder(Object.keys(value)), next: 0, started: false, wrappers };
+}
+
+/**
+ * Member names sorted by their UTF-16 code units, as `sort()` with no
+ * comparator sorts strings. A few names are sorted in place by insertion:
+ * each `sort()` allocates a work space of its own (over a kilobyte), and a
+ * request's fingerprint sorts every object of its params, query and body.
+ */
+function canonicalOrder(names: string[]): string[] {
+  if (names.length > FEW_NAMES) return names.sort();
+  for (let index = 1; index < names.length; index++) {
+    const name = names[index];
+    let at = index;
+    for (; at > 0 && names[at - 1] > name; at--) names[at] = names[at - 1];
+    names[at] = name;
+  }
+  return names;
 }
 
 /** A primitive as JSON.stringify writes it, once RFC 8785's refusals are made; undefined for one without JSON text. */
