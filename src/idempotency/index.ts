@@ -66,6 +66,7 @@ export {
   IdempotentMessageError,
   LockHeldByRequestError,
   PoolConnectionRefusedError,
+  RequestTransactionConflictError,
   SharedRollbackError,
   StatementRefusedError,
   TransactionClosedError,

@@ -32,6 +32,36 @@ async function transfer({ dataSource }: HandlerContext, { from, to, amount, run 
   return { from, to, amount };
 }
 
+/** Attempts of each request's retry loop (`bumpWithRetries`), by its id, and the error its last failed attempt met. */
+const attempts = new Map<string, { count: number; lastError?: string }>();
+
+/**
+ * Bumps a counter at REPEATABLE READ read-then-write, in a loop that tries
+ * again on a serialization failure (40001) up to 10 times, as code written
+ * for that level does. Without the module each attempt is a transaction of
+ * its own, with a fresh snapshot: the second one goes through.
+ */
+async function bumpWithRetries({ dataSource }: HandlerContext, { counter, id }: { counter: string; id: string }) {
+  const tried = { count: 0 } as { count: number; lastError?: string };
+  attempts.set(id, tried);
+  for (;;) {
+    tried.count++;
+    try {
+      await dataSource.transaction('REPEATABLE READ', async (manager) => {
+        await manager.query(`SELECT value FROM counters WHERE name = $1`, [counter]);
+        // Both have read before either writes; the loser's UPDATE waits for the winner's commit, then fails.
+        if (tried.count === 1) await meet(`bump:${counter}`, 2, 300);
+        await manager.query(`UPDATE counters SET value = value + 1 WHERE name = $1`, [counter]);
+      });
+      return { attempts: tried.count };
+    } catch (error) {
+      tried.lastError = (error as Error).message;
+      const code = (error as { driverError?: { code?: string } }).driverError?.code ?? (error as { code?: string }).code;
+      if (code !== '40001' || tried.count >= 10) throw error;
+    }
+  }
+}
+
 const ROUTES: PairedRoute[] = [
   { path: 'doctors', handle: takeOffCall },
   {
@@ -60,6 +90,7 @@ const ROUTES: PairedRoute[] = [
     },
   },
   { path: 'transfer', handle: transfer },
+  { path: 'bump', idempotent: { isolation: 'REPEATABLE READ' }, handle: bumpWithRetries },
   {
     // A slow write with its key claimed at SERIALIZABLE and at REPEATABLE READ, where the claim is the key's record.
     path: 'serializable-write',
@@ -126,7 +157,8 @@ describe('the isolation level and the retryable failures of the request’s tran
     db = await createTestDatabase();
     await db.query(`${FAITHFUL_ROWS_SCHEMA};
       CREATE TABLE doctors (ward text NOT NULL, name text NOT NULL, on_call boolean NOT NULL, PRIMARY KEY (ward, name));
-      CREATE TABLE accounts (name text PRIMARY KEY, balance int NOT NULL)`);
+      CREATE TABLE accounts (name text PRIMARY KEY, balance int NOT NULL);
+      CREATE TABLE counters (name text PRIMARY KEY, value int NOT NULL)`);
     // Found in a tenth of the default second: the deadlock case waits for the detection.
     await setDatabaseDefault(db, 'deadlock_timeout', `'100ms'`);
     app = await startFaithfulApp({ db, routes: ROUTES });
@@ -285,6 +317,27 @@ describe('the isolation level and the retryable failures of the request’s tran
           { name: a, balance: 100 },
           { name: b, balance: 100 },
         ]);
+      }
+    });
+
+    // A retry inside the request runs on the request's snapshot and cannot succeed: the loop ends at its next statement, not after its last attempt.
+    it('ends a retry loop inside the handler at its next statement after a serialization failure, with an error that names the fix; the client’s retry goes through', async () => {
+      for (const twin of TWINS) {
+        const counter = uniqueLabel(`bump-${twin}`);
+        await db.query(`INSERT INTO counters (name, value) VALUES ($1, 0)`, [counter]);
+        const ids = [`${counter}:1`, `${counter}:2`];
+        const answers = await Promise.all(ids.map((id) => send(app, 'bump', twin, { counter, id }, { key: id })));
+        if (twin === 'without') {
+          expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+          expect(ids.map((id) => attempts.get(id)?.count).sort()).toEqual([1, 2]);
+        } else {
+          expect(answers.map((answer) => answer.status).sort()).toEqual([201, 503]);
+          const loser = ids[answers.findIndex((answer) => answer.status === 503)];
+          expect(answers.find((answer) => answer.status === 503)?.headers['retry-after']).toMatch(/^\d+$/);
+          expect(attempts.get(loser)).toEqual({ count: 2, lastError: expect.stringMatching(/Idempotency-Key/) });
+          expect((await send(app, 'bump', twin, { counter, id: loser }, { key: loser })).status).toBe(201);
+        }
+        expect((await db.query<{ value: number }>(`SELECT value FROM counters WHERE name = $1`, [counter]))[0].value).toBe(2);
       }
     });
   });

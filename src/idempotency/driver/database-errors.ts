@@ -1,7 +1,7 @@
 import { HttpException } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isNamedStatementLost } from './named-statements.js';
-import { IdempotencyDatabaseUnavailableException, IdempotencyPrivilegeError, IdempotencyTransactionConflictException } from '../errors/idempotency.exceptions.js';
+import { IdempotencyDatabaseUnavailableException, IdempotencyPrivilegeError, IdempotencyTransactionConflictException, RequestTransactionConflictError } from '../errors/idempotency.exceptions.js';
 import { RECORDS_PRIMARY_KEY } from '../records/idempotency-record.entity.js';
 import { KEY_HELD_AT_COMMIT } from '../records/record.statements.js';
 
@@ -62,7 +62,7 @@ export async function retriedOnLostConnection<T>(read: () => Promise<T>): Promis
  */
 export function asUnavailable(error: unknown): never {
   if (error instanceof HttpException) throw error;
-  const conflict = transactionConflictOf(error) ?? (isLockTimeout(error) ? 'lock' : undefined);
+  const conflict = transactionConflictOf(error instanceof RequestTransactionConflictError ? error.conflict : error) ?? (isLockTimeout(error) ? 'lock' : undefined);
   if (conflict) throw new IdempotencyTransactionConflictException(1, conflict);
   throw isConnectionLost(error) || isNamedStatementLost(error) ? new IdempotencyDatabaseUnavailableException(1) : error;
 }

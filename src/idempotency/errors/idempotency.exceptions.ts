@@ -321,6 +321,26 @@ export class IdempotencyConfigurationError extends Error {
 }
 
 /**
+ * A statement of an `@Idempotent()` request's handler after PostgreSQL
+ * resolved a conflict against the request's transaction (a serialization
+ * failure, a deadlock: `conflict`). Whatever the handler does next, the
+ * request answers 503 with `Retry-After` and nothing of it commits, so its
+ * statements no longer run: a retry inside the handler would meet the same
+ * snapshot, behind the same locks, and fail again. The client's retry with
+ * the same key runs the request afresh.
+ */
+export class RequestTransactionConflictError extends Error {
+  constructor(readonly conflict: unknown) {
+    super(
+      `This @Idempotent() request's transaction already met a conflict PostgreSQL resolved against it (${(conflict as Error)?.message ?? String(conflict)}): ` +
+        'it answers 503 with Retry-After and nothing of it commits, so its statements no longer run. A retry inside the handler cannot succeed in the request\'s transaction, ' +
+        'whose snapshot and locks it keeps: let the error propagate, and the client\'s retry with the same Idempotency-Key runs the request afresh.',
+    );
+    this.name = 'RequestTransactionConflictError';
+  }
+}
+
+/**
  * A write of the request failed, the handler went on, and `unitSavepoints`
  * is off: PostgreSQL aborted the request's transaction at that failure, so
  * nothing after it can run or commit.

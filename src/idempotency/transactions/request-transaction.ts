@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { type SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
+import { RequestTransactionConflictError, type SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
@@ -315,6 +315,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     const effect = effectOf(args[0]);
     if (effect?.kind === 'refused') return Promise.reject(new StatementRefusedError(effect.reason));
     const control = effect?.kind === 'begin' || effect?.kind === 'commit' || effect?.kind === 'rollback' ? effect : undefined;
+    // Nothing after a conflict commits: a statement would only spend the server's time (a retry loop's, on the same snapshot).
+    if (!control && this.conflict !== undefined) return Promise.reject(new RequestTransactionConflictError(this.conflict));
     const run = () => (control ? ((this.worked = true), this.users.run(owner, control, args)) : this.statement(owner, args, effect));
     if (inUnit) return run();
     // A transaction's own statements run inside it, without a savepoint of their own.
@@ -508,7 +510,9 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   /**
    * The first serialization failure or deadlock a statement of the handler's
    * met, caught or not: the transaction's view or locks were what PostgreSQL
-   * gave up on, so the request rolls back and its retry runs afresh.
+   * gave up on, so the request rolls back and its retry runs afresh. The
+   * handler's statements after it are refused (`RequestTransactionConflictError`);
+   * the ends of its transactions still run, so that their code unwinds as usual.
    */
   conflict?: unknown;
 
