@@ -5,6 +5,8 @@ export const ALLOCATION_SHAPES = {
   harness: { label: 'order + outbox row through IdempotencyTransactionHost.manager (the outside harness)', bare: '/bench/outbox-row/bare', first: '/bench/outbox-row/idempotent' },
   orders: { label: "the demo's order + Outbox.add()", bare: '/bench/orders/bare', first: '/bench/orders/idempotent' },
   'two-rows': { label: 'order + shipment through IdempotencyTransactionHost.manager', bare: '/bench/two-rows/bare', first: '/bench/two-rows/idempotent' },
+  // Not the module: the bare order behind a pass-through interceptor, what any interceptor-based layer (the peer too) pays Nest's chain.
+  interceptor: { label: "the demo's bare order behind a pass-through interceptor (Nest's chain alone)", bare: '/bench/orders/bare', first: '/bench/orders/intercepted' },
 } as const;
 
 export type AllocationShape = keyof typeof ALLOCATION_SHAPES;
