@@ -24,7 +24,7 @@ describe('bench:allocations’ flags', () => {
 
   it('takes several shapes, each once, and refuses an unknown one', () => {
     expect(shapeList('harness, orders,harness', 'shape')).toEqual(['harness', 'orders']);
-    expect(() => shapeList('harness,bogus', 'shape')).toThrow('--shape takes harness, orders, two-rows (comma-separated), got "harness,bogus"');
+    expect(() => shapeList('harness,bogus', 'shape')).toThrow('--shape takes harness, orders, two-rows, interceptor (comma-separated), got "harness,bogus"');
     expect(() => shapeList(' , ', 'shape')).toThrow(/--shape takes/);
   });
 
