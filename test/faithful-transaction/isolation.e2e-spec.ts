@@ -62,6 +62,87 @@ async function bumpWithRetries({ dataSource }: HandlerContext, { counter, id }: 
   }
 }
 
+/** Per request id: what a handler met on its way (`nestedAfterConflict`, `rawClientConflict`). */
+const met = new Map<string, Record<string, string>>();
+
+/** Once per id: the handler reads, the test commits an update of the row, then the handler writes it (40001 at REPEATABLE READ). */
+async function provokedOnce(id: string, read: () => Promise<unknown>, write: () => Promise<unknown>): Promise<void> {
+  const first = !met.has(id);
+  met.set(id, {});
+  await read();
+  if (first) {
+    await meet(`read:${id}`, 2, 5000);
+    await meet(`updated:${id}`, 2, 5000);
+  }
+  await write();
+}
+
+/** What the test does while a handler waits between its read and its write. */
+async function updateBetween(db: TestDatabase, id: string, counter: string): Promise<void> {
+  await meet(`read:${id}`, 2, 5000);
+  await db.query(`UPDATE counters SET value = value + 100 WHERE name = $1`, [counter]);
+  await meet(`updated:${id}`, 2, 5000);
+}
+
+/**
+ * NestJS's QueryRunner transaction with a nested one (a savepoint) that
+ * meets a serialization failure and rolls back, then goes on: without the
+ * module, the outer transaction commits.
+ */
+async function nestedAfterConflict({ dataSource }: HandlerContext, { counter, id }: { counter: string; id: string }) {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  await runner.startTransaction('REPEATABLE READ');
+  try {
+    await runner.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [`${id}:outer`]);
+    await runner.startTransaction();
+    try {
+      await provokedOnce(
+        id,
+        () => runner.query(`SELECT value FROM counters WHERE name = $1`, [counter]),
+        () => runner.query(`UPDATE counters SET value = value + 1 WHERE name = $1`, [counter]),
+      );
+      await runner.commitTransaction();
+    } catch (error) {
+      met.get(id)!.inner = (error as Error).message;
+      await runner.rollbackTransaction().then(
+        () => (met.get(id)!.innerRollback = 'rolled back'),
+        (failure: Error) => (met.get(id)!.innerRollback = failure.name),
+      );
+    }
+    await runner.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [`${id}:after`]);
+    await runner.commitTransaction();
+    return { id };
+  } catch (error) {
+    met.get(id)!.after = (error as Error).name;
+    await runner.rollbackTransaction();
+    throw error;
+  } finally {
+    await runner.release();
+  }
+}
+
+/** A serialization failure on the request's node-postgres client (a QueryRunner's `connect()`), caught; the handler answers as if nothing happened. */
+async function rawClientConflict({ dataSource }: HandlerContext, { counter, id }: { counter: string; id: string }) {
+  const runner = dataSource.createQueryRunner();
+  const client = (await runner.connect()) as { query(text: string, values?: unknown[]): Promise<unknown> };
+  try {
+    await runner.query(`INSERT INTO faithful_rows (label) VALUES ($1)`, [id]);
+    try {
+      await provokedOnce(
+        id,
+        () => client.query(`SELECT value FROM counters WHERE name = $1`, [counter]),
+        () => client.query(`UPDATE counters SET value = value + 1 WHERE name = $1`, [counter]),
+      );
+    } catch (error) {
+      met.get(id)!.caught = (error as Error).message;
+    }
+    return { id };
+  } finally {
+    await runner.release();
+  }
+}
+
 const ROUTES: PairedRoute[] = [
   { path: 'doctors', handle: takeOffCall },
   {
@@ -91,6 +172,8 @@ const ROUTES: PairedRoute[] = [
   },
   { path: 'transfer', handle: transfer },
   { path: 'bump', idempotent: { isolation: 'REPEATABLE READ' }, handle: bumpWithRetries },
+  { path: 'nested-after-conflict', idempotent: { isolation: 'REPEATABLE READ' }, handle: nestedAfterConflict },
+  { path: 'raw-client-conflict', idempotent: { isolation: 'REPEATABLE READ' }, handle: rawClientConflict },
   {
     // A slow write with its key claimed at SERIALIZABLE and at REPEATABLE READ, where the claim is the key's record.
     path: 'serializable-write',
@@ -339,6 +422,37 @@ describe('the isolation level and the retryable failures of the request’s tran
         }
         expect((await db.query<{ value: number }>(`SELECT value FROM counters WHERE name = $1`, [counter]))[0].value).toBe(2);
       }
+    });
+
+    it('lets a nested QueryRunner transaction that met a serialization failure roll back as without the module; the next write is refused, and the request answers 503', async () => {
+      for (const twin of TWINS) {
+        const counter = uniqueLabel(`nested-${twin}`);
+        const id = `${counter}:request`;
+        await db.query(`INSERT INTO counters (name, value) VALUES ($1, 0)`, [counter]);
+        const [answer] = await Promise.all([send(app, 'nested-after-conflict', twin, { counter, id }, { key: id }), updateBetween(db, id, counter)]);
+        expect(met.get(id)).toMatchObject({ inner: 'could not serialize access due to concurrent update', innerRollback: 'rolled back' });
+        if (twin === 'without') {
+          expect(answer.status).toBe(201);
+          expect(await countRows(db, 'faithful_rows', 'label LIKE $1', [`${id}:%`])).toBe(2);
+        } else {
+          expect([answer.status, answer.headers['retry-after'], met.get(id)?.after]).toEqual([503, '1', 'RequestTransactionConflictError']);
+          expect(await countRows(db, 'faithful_rows', 'label LIKE $1', [`${id}:%`])).toBe(0);
+          expect((await send(app, 'nested-after-conflict', twin, { counter, id }, { key: id })).status).toBe(201);
+          expect(await countRows(db, 'faithful_rows', 'label LIKE $1', [`${id}:%`])).toBe(2);
+        }
+      }
+    });
+
+    // Without the module the client runs each statement on its own at READ COMMITTED, where this failure cannot happen: the module's answer is what its guide promises.
+    it('answers 503 with Retry-After for a serialization failure on the request’s node-postgres client that the handler caught, and records nothing', async () => {
+      const counter = uniqueLabel('raw-client');
+      const id = `${counter}:request`;
+      await db.query(`INSERT INTO counters (name, value) VALUES ($1, 0)`, [counter]);
+      const [answer] = await Promise.all([send(app, 'raw-client-conflict', 'with', { counter, id }, { key: id }), updateBetween(db, id, counter)]);
+      expect(met.get(id)?.caught).toBe('could not serialize access due to concurrent update');
+      expect([answer.status, answer.headers['retry-after'], answer.body.type]).toEqual([503, '1', expect.stringContaining('transaction-conflict')]);
+      expect(await countRows(db, 'faithful_rows', 'label = $1', [id])).toBe(0);
+      expect((await send(app, 'raw-client-conflict', 'with', { counter, id }, { key: id })).status).toBe(201);
     });
   });
 });

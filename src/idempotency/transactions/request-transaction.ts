@@ -12,7 +12,8 @@ import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js
 import { backendOf, type EscapedRequest } from './lock-wait-watch.js';
 import { joinRequestManager, type ManagerHost } from './request-manager.js';
 import { SessionIdentity } from './session-identity.js';
-import { effectOf, type StatementEffect } from './transaction-control.js';
+import { effectOf, type StatementEffect, statementText } from './transaction-control.js';
+import { asciiUpperCase, firstWord } from './statement-scanner.js';
 import { type StatementOwner, UserTransactions, type UserTransactionsConnection } from './user-transactions.js';
 import { type Broadcast, broadcasterOf, dataSourceOfRunner, runnerState } from './typeorm-internals.js';
 
@@ -230,6 +231,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   readonly clientGuard: ClientGuard = {
     sendsOwn: () => units.get() === this.ownScope,
     closedError: () => (this.accepting ? undefined : this.closedError()),
+    conflictError: (statement) => this.conflictError(statement),
+    failed: (error) => this.noteConflict(error),
   };
   /** TypeORM's own broadcast of the runner's events. */
   private broadcast?: Broadcast;
@@ -315,8 +318,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     const effect = effectOf(args[0]);
     if (effect?.kind === 'refused') return Promise.reject(new StatementRefusedError(effect.reason));
     const control = effect?.kind === 'begin' || effect?.kind === 'commit' || effect?.kind === 'rollback' ? effect : undefined;
-    // Nothing after a conflict commits: a statement would only spend the server's time (a retry loop's, on the same snapshot).
-    if (!control && this.conflict !== undefined) return Promise.reject(new RequestTransactionConflictError(this.conflict));
+    const conflicted = control ? undefined : this.conflictError(args[0]);
+    if (conflicted) return Promise.reject(conflicted);
     const run = () => (control ? ((this.worked = true), this.users.run(owner, control, args)) : this.statement(owner, args, effect));
     if (inUnit) return run();
     // A transaction's own statements run inside it, without a savepoint of their own.
@@ -516,8 +519,21 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    */
   conflict?: unknown;
 
-  private readonly failed = (error: unknown): never => {
+  /**
+   * Nothing after a conflict commits: a statement would only spend the
+   * server's time (a retry loop's, on the same snapshot). The savepoint
+   * commands of the app's code still run, so that it unwinds as usual.
+   */
+  private conflictError(statement: unknown): RequestTransactionConflictError | undefined {
+    return this.conflict === undefined || isSavepointCommand(statement) ? undefined : new RequestTransactionConflictError(this.conflict);
+  }
+
+  private noteConflict(error: unknown): void {
     if (this.conflict === undefined && transactionConflictOf(error)) this.conflict = error;
+  }
+
+  private readonly failed = (error: unknown): never => {
+    this.noteConflict(error);
     if (NEEDS_ITS_OWN_TRANSACTION.has(sqlStateOf(error) ?? '') && error instanceof Error && !error.message.includes(OUTSIDE_HINT)) error.message += OUTSIDE_HINT;
     throw error;
   };
@@ -616,6 +632,15 @@ function warnOfOverflow(): void {
 function subscribersOf(runner: QueryRunner): number {
   return dataSourceOfRunner(runner).subscribers.length;
 }
+
+/** `SAVEPOINT`, `RELEASE [SAVEPOINT]`, `ROLLBACK TO [SAVEPOINT]`: a transaction of the app's code inside the request, begun or ended. */
+function isSavepointCommand(statement: unknown): boolean {
+  const sql = statementText(statement);
+  const word = sql === undefined ? undefined : firstWord(sql);
+  return word !== undefined && SAVEPOINT_COMMANDS.has(asciiUpperCase(word));
+}
+
+const SAVEPOINT_COMMANDS = new Set(['SAVEPOINT', 'RELEASE', 'ROLLBACK']);
 
 /** A code PostgreSQL answers with, not one of Node's (`ECONNRESET`). */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
