@@ -1,5 +1,6 @@
 import { ConflictException } from '@nestjs/common';
 import { countRows, FAITHFUL_ROWS_SCHEMA, type FaithfulApp, type HandlerContext, meet, ON_TYPEORM_1, type PairedRoute, resetDatabaseDefault, send, setDatabaseDefault, startFaithfulApp, type Twin, TWINS, uniqueLabel } from '../support/faithful-app.js';
+import QueryStream from 'pg-query-stream';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
@@ -143,6 +144,47 @@ async function rawClientConflict({ dataSource }: HandlerContext, { counter, id }
   }
 }
 
+/** The request's node-postgres client, as a QueryRunner's `connect()` answers it. */
+type PgClient = { query(statement: unknown, values?: unknown[]): unknown };
+
+/** A statement on the raw client in one of the forms node-postgres takes: a promise's, a config's own callback, a stream's. */
+async function sentAs(form: 'promise' | 'config-callback' | 'stream', client: PgClient, text: string, values: unknown[]): Promise<void> {
+  if (form === 'promise') await client.query(text, values);
+  else if (form === 'config-callback') await new Promise((resolve, reject) => client.query({ text, values, callback: (error: Error | null) => (error ? reject(error) : resolve(undefined)) }));
+  else for await (const _row of client.query(new QueryStream(`${text} RETURNING value`, values)) as QueryStream);
+}
+
+/**
+ * A conflict on the raw client inside a QueryRunner transaction of the
+ * handler's, caught: the transaction rolls back, and the handler answers
+ * that it gave up. Without the module, at READ COMMITTED, the write goes
+ * through.
+ */
+async function rawClientGivesUp({ dataSource }: HandlerContext, { counter, id, form }: { counter: string; id: string; form: 'promise' | 'config-callback' | 'stream' }) {
+  const runner = dataSource.createQueryRunner();
+  const client = (await runner.connect()) as PgClient;
+  await runner.startTransaction();
+  try {
+    await provokedOnce(
+      id,
+      () => client.query(`SELECT value FROM counters WHERE name = $1`, [counter]) as Promise<unknown>,
+      () => sentAs(form, client, `UPDATE counters SET value = value + 1 WHERE name = $1`, [counter]),
+    );
+    await runner.commitTransaction();
+    return { gaveUp: false };
+  } catch {
+    await runner.rollbackTransaction().then(
+      () => (met.get(id)!.rollback = 'rolled back'),
+      (failure: Error) => (met.get(id)!.rollback = failure.name),
+    );
+    const state = runner as unknown as { transactionDepth: number; isTransactionActive: boolean };
+    met.get(id)!.after = `depth ${state.transactionDepth}, active ${state.isTransactionActive}`;
+    return { gaveUp: true };
+  } finally {
+    await runner.release();
+  }
+}
+
 const ROUTES: PairedRoute[] = [
   { path: 'doctors', handle: takeOffCall },
   {
@@ -174,6 +216,7 @@ const ROUTES: PairedRoute[] = [
   { path: 'bump', idempotent: { isolation: 'REPEATABLE READ' }, handle: bumpWithRetries },
   { path: 'nested-after-conflict', idempotent: { isolation: 'REPEATABLE READ' }, handle: nestedAfterConflict },
   { path: 'raw-client-conflict', idempotent: { isolation: 'REPEATABLE READ' }, handle: rawClientConflict },
+  { path: 'raw-client-gives-up', idempotent: { isolation: 'REPEATABLE READ' }, handle: rawClientGivesUp },
   {
     // A slow write with its key claimed at SERIALIZABLE and at REPEATABLE READ, where the claim is the key's record.
     path: 'serializable-write',
@@ -453,6 +496,24 @@ describe('the isolation level and the retryable failures of the request’s tran
       expect([answer.status, answer.headers['retry-after'], answer.body.type]).toEqual([503, '1', expect.stringContaining('transaction-conflict')]);
       expect(await countRows(db, 'faithful_rows', 'label = $1', [id])).toBe(0);
       expect((await send(app, 'raw-client-conflict', 'with', { counter, id }, { key: id })).status).toBe(201);
+    });
+
+    // Recorded, the give-up would replay for good, where the client's retry runs it afresh and goes through.
+    it.each(['promise', 'config-callback', 'stream'] as const)('hears a serialization failure on the request’s client (%s) that a QueryRunner transaction rolled back: 503, nothing recorded, the runner unwound', async (form) => {
+      for (const twin of TWINS) {
+        const counter = uniqueLabel(`gives-up-${form}-${twin}`);
+        const id = `${counter}:request`;
+        await db.query(`INSERT INTO counters (name, value) VALUES ($1, 0)`, [counter]);
+        const [answer] = await Promise.all([send(app, 'raw-client-gives-up', twin, { counter, id, form }, { key: id }), updateBetween(db, id, counter)]);
+        if (twin === 'without') {
+          expect([answer.status, answer.body]).toEqual([201, { gaveUp: false }]);
+          continue;
+        }
+        expect([answer.status, answer.headers['retry-after']]).toEqual([503, '1']);
+        expect(met.get(id)).toMatchObject({ rollback: 'rolled back', after: 'depth 0, active false' });
+        expect(await db.query(`SELECT 1 FROM idempotency_records WHERE key = $1`, [id])).toHaveLength(0);
+        expect(await send(app, 'raw-client-gives-up', twin, { counter, id, form }, { key: id })).toMatchObject({ status: 201, body: { gaveUp: false } });
+      }
     });
   });
 });

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import { isConnectionLost, sqlStateOf } from './database-errors.js';
+import { isConnectionLost, sqlStateOf, transactionConflictOf } from './database-errors.js';
 import { IdempotencyDatabaseUnavailableException } from '../errors/idempotency.exceptions.js';
 
 /** "terminating connection due to idle-in-transaction timeout": the server's FATAL before it closes the session. */
@@ -15,27 +15,33 @@ interface PgConnection {
 const watched = new WeakSet<object>();
 /** Connections whose session the server ended for sitting idle in a transaction. */
 const endedIdle = new WeakSet<object>();
+/** Where each connection's conflicts go while a request's transaction runs on it (`onConflicts`). */
+const conflictListeners = new WeakMap<object, (conflict: unknown) => void>();
 
 /**
  * Shared by every connection, so that watching one allocates nothing. The
  * server sends the FATAL while no query is running: node-postgres then
  * fails no query with it, and the request's next statement only reads
  * "Connection terminated" or "Client has encountered a connection error".
+ * A conflict is heard before the query that met it fails, whatever form
+ * the query took (a promise's, a callback's, a cursor's).
  */
 function noteErrorMessage(this: object, message: { code?: unknown }): void {
   if (message?.code === IDLE_IN_TRANSACTION_TIMEOUT) endedIdle.add(this);
+  else if (transactionConflictOf(message)) conflictListeners.get(this)?.(message);
 }
 
 /**
  * Watches the protocol connection under a node-postgres client for the
- * server ending its session for idling in a transaction: once per
+ * server's error messages: its session ended for idling in a transaction
+ * (`endedByIdleTimeout`), and conflicts (`onConflicts`). Once per
  * connection, with one listener for its lifetime, so that a request pays a
  * WeakSet look-up rather than adding and removing a listener. The event is
  * 'errorMessage', not 'error': a listener of it changes nothing of how pg,
  * the pool or TypeORM handle the connection's errors. Returns whether the
  * connection can be watched (pg-native's cannot).
  */
-export function watchForIdleTimeout(client: { connection?: unknown }): boolean {
+export function watchErrorMessages(client: { connection?: unknown }): boolean {
   const connection = client.connection as Partial<PgConnection> | undefined;
   if (typeof connection?.on !== 'function') return false;
   if (!watched.has(connection)) {
@@ -43,6 +49,21 @@ export function watchForIdleTimeout(client: { connection?: unknown }): boolean {
     connection.on('errorMessage', noteErrorMessage);
   }
   return true;
+}
+
+/**
+ * Tells `listener` of each serialization failure or deadlock the server
+ * reports on the client's connection, until the returned function is called
+ * or another listener takes the connection over. Undefined where the
+ * connection cannot be watched.
+ */
+export function onConflicts(client: { connection?: unknown }, listener: (conflict: unknown) => void): (() => void) | undefined {
+  if (!watchErrorMessages(client)) return undefined;
+  const connection = client.connection as object;
+  conflictListeners.set(connection, listener);
+  return () => {
+    if (conflictListeners.get(connection) === listener) conflictListeners.delete(connection);
+  };
 }
 
 /** Whether the server ended the session of a watched client's connection for idling in a transaction. */

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import type { PreparedStatement, Statement } from '../records/record.statements.js';
-import { endedByIdleTimeout, watchForIdleTimeout } from './idle-session-timeout.js';
+import { endedByIdleTimeout, watchErrorMessages } from './idle-session-timeout.js';
 import { sqlStateOf } from './database-errors.js';
 import { afterLostStatement, forgetPrepared, isNamedStatementLost } from './named-statements.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
@@ -69,7 +69,7 @@ export class PgClientDriver implements TransactionDriver {
     private readonly client: PgClient,
     private readonly options: PgClientDriverOptions,
   ) {
-    this.watched = watchForIdleTimeout(client);
+    this.watched = watchErrorMessages(client);
   }
 
   /**

@@ -10,8 +10,6 @@ export interface ClientGuard {
   closedError(): Error | undefined;
   /** The error `statement` meets once the request's transaction lost a conflict (see `RequestTransaction.conflict`); undefined before. */
   conflictError(statement: unknown): Error | undefined;
-  /** Told of each failure of a statement of the app's on the client, as the request's transaction is of its other statements. */
-  failed(error: unknown): void;
 }
 
 /** Each guarded client, and the client it guards. */
@@ -36,7 +34,7 @@ export function guardedClient<Client extends RunnerClient>(client: Client, guard
   const query = (statement: unknown, ...rest: unknown[]) => {
     if (guard.sendsOwn()) return target.query(statement, ...rest);
     const refusal = guard.closedError() ?? refusalOf(statement) ?? guard.conflictError(statement);
-    if (!refusal) return sentTelling(guard, target, statement, rest);
+    if (!refusal) return target.query(statement, ...rest);
     // As node-postgres fails each form: a submittable (a cursor, a COPY stream) through its handleError, and returned.
     const submittable = statement as { submit?: unknown; handleError?: (error: Error) => void };
     if (typeof submittable?.submit === 'function') {
@@ -72,24 +70,6 @@ export function guardedClient<Client extends RunnerClient>(client: Client, guard
   });
   guardedClients.set(proxy, client);
   return proxy;
-}
-
-/**
- * Sends a statement of the app's, its failure told to the guard: through
- * the callback, wrapped, or the promise, followed by one that fails the
- * same. A submittable (a cursor) reports to its own handlers.
- */
-function sentTelling(guard: ClientGuard, target: RunnerClient, statement: unknown, rest: unknown[]): unknown {
-  const callback = rest[rest.length - 1];
-  if (typeof callback === 'function') {
-    const told = function (this: unknown, error: unknown, ...results: unknown[]) {
-      if (error) guard.failed(error);
-      return (callback as (...args: unknown[]) => unknown).call(this, error, ...results);
-    };
-    return target.query(statement, ...rest.slice(0, -1), told);
-  }
-  const sent = target.query(statement, ...rest);
-  return sent instanceof Promise ? sent.catch((error: unknown) => (guard.failed(error), Promise.reject(error))) : sent;
 }
 
 /** The client `client` guards, or `client` itself: what the module's own statements go to (the claim's driver). */

@@ -3,11 +3,12 @@ import { Logger } from '@nestjs/common';
 import { type QueryRunner, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { RequestTransactionConflictError, type SharedRollbackError, StatementRefusedError, TransactionClosedError, UnitFailedWithoutSavepointError } from '../errors/idempotency.exceptions.js';
 import { sqlStateOf, transactionConflictOf } from '../driver/database-errors.js';
+import { onConflicts } from '../driver/idle-session-timeout.js';
 import type { IsolationLevel } from '../options/idempotency.options.js';
 import { CommitScopedState, type OwnQuery } from './commit-scoped-state.js';
 import { ContextSlot } from './request-context.js';
 import { cursorStream } from './cursor-stream.js';
-import { type ClientGuard, guardedClient } from './guarded-client.js';
+import { type ClientGuard, guardedClient, unguarded } from './guarded-client.js';
 import { type JoinedRunnerHost, joinQueryRunner } from './joined-query-runner.js';
 import { backendOf, type EscapedRequest } from './lock-wait-watch.js';
 import { joinRequestManager, type ManagerHost } from './request-manager.js';
@@ -172,6 +173,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
   private ending?: 'committed' | 'rolled-back';
   private readonly ended: Promise<'committed' | 'rolled-back'>;
   private end!: (how: 'committed' | 'rolled-back') => void;
+  /** Stops hearing of the conflicts the request's connection reports (see `install`). */
+  private stopHearingConflicts?: () => void;
 
   private constructor(
     readonly runner: QueryRunner,
@@ -185,6 +188,7 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     this.ended = new Promise((resolve) => {
       this.end = (how) => {
         this.ending ??= how;
+        this.stopHearingConflicts?.();
         resolve(this.ending);
       };
     });
@@ -212,7 +216,11 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     channel.hookInto(transaction);
     runner.query = ((...args: unknown[]) => transaction.query(runner, args)) as QueryRunner['query'];
     // The request's client, as code that reaches it (databaseConnection, a joined runner's connect()) meets it.
-    if (state.databaseConnection) state.databaseConnection = guardedClient(state.databaseConnection, transaction.clientGuard);
+    if (state.databaseConnection) {
+      // Heard from the connection itself, a conflict is noted whichever path met it: the client's own query(), a cursor, a callback.
+      transaction.stopHearingConflicts = onConflicts(unguarded(state.databaseConnection), (conflict) => transaction.noteConflict(conflict));
+      state.databaseConnection = guardedClient(state.databaseConnection, transaction.clientGuard);
+    }
     // The flow releases the runner once the transaction has ended; a release() of the handler's before that would hand its connection, mid-transaction, to other requests.
     const release = runner.release;
     runner.release = function (this: QueryRunner) {
@@ -232,7 +240,6 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
     sendsOwn: () => units.get() === this.ownScope,
     closedError: () => (this.accepting ? undefined : this.closedError()),
     conflictError: (statement) => this.conflictError(statement),
-    failed: (error) => this.noteConflict(error),
   };
   /** TypeORM's own broadcast of the runner's events. */
   private broadcast?: Broadcast;
@@ -362,6 +369,9 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
    * (that of the transaction its owner has open, or the unit's), then sent.
    */
   private async statement(owner: StatementOwner, args: unknown[], effect: StatementEffect | undefined): Promise<unknown> {
+    // Admitted before a conflict another unit met (Promise.all), refused as those after it are.
+    const conflicted = this.conflictError(args[0]);
+    if (conflicted) throw conflicted;
     this.worked = true;
     this.users.noteStatement(owner, args[0]);
     const scoped = this.users.scopedOf(owner) ?? this.scoped;
@@ -399,7 +409,8 @@ export class RequestTransaction implements TransactionHooks, JoinedRunnerHost, E
 
   /** The request's connection, as the transactions the app opens use it. */
   private readonly usersConnection: UserTransactionsConnection = {
-    send: (args) => this.send(args),
+    // The module's own statements (savepoint commands, and answers it gives itself), past the request client's guard: after a conflict they still run.
+    send: (args) => units.run(this.ownScope, () => this.send(args)),
     enqueue: (sql) => this.channel.enqueue(sql),
     releaseUnitSavepoint: async () => {
       if (this.taken && this.savepoints) await this.channel.enqueue(RELEASE);

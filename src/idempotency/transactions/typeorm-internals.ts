@@ -16,6 +16,8 @@ export interface RunnerClient {
   end(...args: unknown[]): unknown;
   /** The client's server process, from its BackendKeyData; absent before it connected. */
   processID?: number | null;
+  /** node-postgres's protocol connection, whose error messages the driver listens to (driver/idle-session-timeout.ts). */
+  connection?: unknown;
 }
 
 /** A QueryRunner's transaction state, which TypeORM keeps in fields of its own and consults before each write. */
